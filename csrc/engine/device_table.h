@@ -1,0 +1,40 @@
+#pragma once
+// A record table that lives in an accelerator's memory.
+//
+// The probe kernels write rows there (also when captured into a graph and
+// replayed); step() brings the used rows back with one copy per device.
+// Rows never move once handed out, because a captured graph keeps their
+// addresses for its whole life.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/row.h"
+
+namespace graphprobe {
+
+class DeviceTable {
+ public:
+  virtual ~DeviceTable() = default;
+  // Hands out the next row; allowed while the current stream is capturing.
+  virtual int64_t add_row() = 0;
+  virtual int64_t rows() const = 0;
+  // Launches the statistics of `x` into `row` on the current stream.
+  virtual void record(const at::Tensor& x, int64_t row) = 0;
+  // Waits for the device, then copies rows [0, rows()) to the host.
+  virtual std::vector<Row> fetch() = 0;
+  // Sets the epoch that later kernels stamp into the rows they write.
+  virtual void set_epoch(int64_t epoch) = 0;
+};
+
+// Whether the current stream of `x`'s device is being captured into a graph.
+bool is_capturing(const at::Tensor& x);
+
+// Defined in the CUDA sources; without CUDA no CUDA tensor can reach the
+// engine, and these report a clear error instead.
+std::unique_ptr<DeviceTable> make_cuda_table(int device_index, int64_t epoch);
+
+}  // namespace graphprobe

@@ -1,0 +1,231 @@
+#include "engine/engine.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+#include "stats/stats_cpu.h"
+
+namespace graphprobe {
+namespace {
+
+ValueKind kind_of(c10::ScalarType t) {
+  if (t == c10::ScalarType::Bool) return ValueKind::kBoolean;
+  if (c10::isComplexType(t)) return ValueKind::kNoStats;
+  if (c10::isIntegralType(t, /*includeBool=*/false)) return ValueKind::kIntegral;
+  if (c10::isFloatingType(t)) return ValueKind::kFloating;
+  return ValueKind::kNoStats;
+}
+
+std::string site_key(const ProbeSite& site, const c10::Device& device) {
+  std::string key;
+  key.reserve(site.entry.size() + site.place.size() + 8);
+  key += site.entry;
+  key += '\x1f';
+  key += site.place;
+  key += '\x1f';
+  key += device.str();
+  return key;
+}
+
+}  // namespace
+
+std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "torch.float32";
+    case c10::ScalarType::Double: return "torch.float64";
+    case c10::ScalarType::Half: return "torch.float16";
+    case c10::ScalarType::BFloat16: return "torch.bfloat16";
+    case c10::ScalarType::Long: return "torch.int64";
+    case c10::ScalarType::Int: return "torch.int32";
+    case c10::ScalarType::Short: return "torch.int16";
+    case c10::ScalarType::Char: return "torch.int8";
+    case c10::ScalarType::Byte: return "torch.uint8";
+    case c10::ScalarType::Bool: return "torch.bool";
+    case c10::ScalarType::ComplexFloat: return "torch.complex64";
+    case c10::ScalarType::ComplexDouble: return "torch.complex128";
+    default: {
+      std::string s = c10::toString(t);
+      std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+      return "torch." + s;
+    }
+  }
+}
+
+Engine& Engine::get() {
+  static Engine* engine = new Engine();  // intentionally leaked, see header
+  return *engine;
+}
+
+void Engine::set_active(bool active) {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_ = active;
+}
+
+bool Engine::active() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
+int64_t Engine::slot_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(slots_.size());
+}
+
+int64_t Engine::new_slot(const at::Tensor& x, const ProbeSite& site) {
+  if (static_cast<int64_t>(slots_.size()) >= kMaxSlots) return -1;
+  Slot s;
+  s.entry = site.entry;
+  s.place = site.place;
+  s.extras = site.extras;
+  s.requires_grad = site.requires_grad;
+  s.device = x.device();
+  const int64_t id = static_cast<int64_t>(slots_.size());
+  if (s.device.is_cpu()) {
+    s.row = static_cast<int64_t>(cpu_rows_.size());
+    cpu_rows_.push_back(Row{});
+    cpu_row_slot_.push_back(id);
+  } else {
+    DeviceTable& table = cuda_table(s.device.index());
+    s.row = table.add_row();
+    auto& map = cuda_row_slot_[s.device.index()];
+    map.resize(static_cast<size_t>(s.row + 1), -1);
+    map[static_cast<size_t>(s.row)] = id;
+  }
+  slots_.push_back(std::move(s));
+  return id;
+}
+
+int64_t Engine::slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing) {
+  if (capturing) return new_slot(x, site);
+  const std::string key = site_key(site, x.device());
+  const int64_t k = eager_seen_[key]++;
+  auto& list = eager_slots_[key];
+  if (k < static_cast<int64_t>(list.size())) return list[static_cast<size_t>(k)];
+  const int64_t id = new_slot(x, site);
+  if (id >= 0) list.push_back(id);
+  return id;
+}
+
+DeviceTable& Engine::cuda_table(int index) {
+  auto it = cuda_tables_.find(index);
+  if (it == cuda_tables_.end()) it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_)).first;
+  return *it->second;
+}
+
+void Engine::record(const at::Tensor& x, const ProbeSite& site) {
+  const c10::Device device = x.device();
+  TORCH_CHECK(device.is_cpu() || device.is_cuda(), "graphprobe.record_stats: tensors on ", device,
+              " are not supported yet (supported: cpu, cuda)");
+  if (device.is_cpu()) {
+    // Reduce before taking the lock: threads probing in parallel only
+    // serialise on the short bookkeeping below.
+    const ValueKind kind = kind_of(x.scalar_type());
+    Stats st{0, 0, 0, 0, 0};
+    if (kind != ValueKind::kNoStats && x.numel() > 0) st = compute_stats_cpu(x);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_) return;
+    const int64_t id = slot_for(x, site, /*capturing=*/false);
+    if (id < 0) {
+      ++dropped_;
+      return;
+    }
+    Slot& s = slots_[static_cast<size_t>(id)];
+    s.dtype = x.scalar_type();
+    s.shape = x.sizes().vec();
+    s.numel = x.numel();
+    Row& r = cpu_rows_[static_cast<size_t>(s.row)];
+    r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
+    r.v[kStamp] = static_cast<double>(epoch_);
+    r.v[kSeq] = ++cpu_seq_;
+    r.v[kMax] = st.max;
+    r.v[kMin] = st.min;
+    r.v[kSum] = st.sum;
+    r.v[kSumSq] = st.sumsq;
+    r.v[kNanCount] = static_cast<double>(st.nan_count);
+    return;
+  }
+  const bool capturing = is_capturing(x);
+  DeviceTable* table = nullptr;
+  int64_t row = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_) return;
+    const int64_t id = slot_for(x, site, capturing);
+    if (id < 0) {
+      ++dropped_;
+      return;
+    }
+    Slot& s = slots_[static_cast<size_t>(id)];
+    s.dtype = x.scalar_type();
+    s.shape = x.sizes().vec();
+    s.numel = x.numel();
+    table = &cuda_table(device.index());
+    row = s.row;
+  }
+  // Rows and tables are never freed, so using them outside the lock is safe.
+  table->record(x, row);
+}
+
+void Engine::append_rows(std::vector<std::pair<std::pair<double, double>, TensorRow>>& out, const std::vector<Row>& rows,
+                         const std::vector<int64_t>& row_slot, double device_order) {
+  for (size_t i = 0; i < rows.size() && i < row_slot.size(); ++i) {
+    const Row& r = rows[i];
+    const int64_t id = row_slot[i];
+    if (id < 0 || r.v[kStamp] != static_cast<double>(epoch_)) continue;
+    const Slot& s = slots_[static_cast<size_t>(id)];
+    TensorRow t;
+    t.entry = s.entry;
+    t.place = s.place;
+    t.extras = s.extras;
+    t.dtype = dtype_name(s.dtype);
+    t.shape = s.shape;
+    t.requires_grad = s.requires_grad;
+    t.kind = kind_of(s.dtype);
+    t.numel = s.numel;
+    t.max = r.v[kMax];
+    t.min = r.v[kMin];
+    t.sum = r.v[kSum];
+    t.sumsq = r.v[kSumSq];
+    t.nan_count = static_cast<int64_t>(r.v[kNanCount]);
+    t.writes = static_cast<int64_t>(r.v[kWrites]);
+    // Devices are ordered by index, rows within a device by sequence number.
+    out.emplace_back(std::make_pair(device_order, r.v[kSeq]), std::move(t));
+  }
+}
+
+StepResult Engine::finish_step(bool collect) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepResult result;
+  if (collect) {
+    std::vector<std::pair<std::pair<double, double>, TensorRow>> ordered;
+    std::vector<Row> cpu(cpu_rows_.begin(), cpu_rows_.end());
+    append_rows(ordered, cpu, cpu_row_slot_, 0);
+    for (auto& kv : cuda_tables_) append_rows(ordered, kv.second->fetch(), cuda_row_slot_[kv.first], kv.first + 1);
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    result.rows.reserve(ordered.size());
+    for (auto& p : ordered) result.rows.push_back(std::move(p.second));
+  }
+  result.dropped = dropped_;
+  dropped_ = 0;
+  ++epoch_;
+  eager_seen_.clear();
+  for (auto& kv : cuda_tables_) kv.second->set_epoch(epoch_);
+  return result;
+}
+
+void Engine::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_.clear();
+  eager_slots_.clear();
+  eager_seen_.clear();
+  cpu_rows_.clear();
+  cpu_row_slot_.clear();
+  for (auto& kv : cuda_row_slot_) std::fill(kv.second.begin(), kv.second.end(), -1);
+  dropped_ = 0;
+  ++epoch_;
+  for (auto& kv : cuda_tables_) kv.second->set_epoch(epoch_);
+}
+
+}  // namespace graphprobe

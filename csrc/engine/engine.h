@@ -1,0 +1,103 @@
+#pragma once
+// The record store behind every probe op: slots, tables and the step protocol.
+//
+// A slot is one probe execution site: (entry, place) plus, outside graph
+// capture, the how-many-th execution of that site in the current step. Inside
+// capture every execution is a new slot, because the captured kernels of that
+// execution write its row on every replay. Rows carry the epoch of their last
+// write; finish_step() keeps only rows written in the current epoch, in
+// execution order, and starts a new epoch.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/device_table.h"
+#include "engine/row.h"
+#include "format/dump_json.h"
+
+namespace graphprobe {
+
+struct ProbeSite {
+  const std::string& entry;
+  const std::string& place;
+  const std::string& extras;
+  bool requires_grad;
+};
+
+struct StepResult {
+  std::vector<TensorRow> rows;  // execution order
+  int64_t dropped = 0;          // records refused since the last step (slot limit)
+};
+
+// More slots than this means step() is not being called; later records are
+// dropped and counted rather than growing host memory without bound.
+constexpr int64_t kMaxSlots = 1 << 22;
+
+class Engine {
+ public:
+  // The probe ops are free functions called by the dispatcher, so the store
+  // they write to is one per process; it is created on first use and never
+  // destroyed, because CUDA graphs captured with probes may outlive any owner.
+  static Engine& get();
+
+  void record(const at::Tensor& x, const ProbeSite& site);
+
+  // Collects (when `collect`) the rows written in this epoch, then begins the
+  // next epoch. Synchronises each device once.
+  StepResult finish_step(bool collect);
+
+  // Forgets all slots (stop()). Device rows are retired, never reused: a graph
+  // captured while wired may still replay and write them.
+  void reset();
+
+  int64_t slot_count();
+
+  // Probes record only while active (between start() and stop()). Graphs
+  // captured while active keep their kernels and still write their rows.
+  void set_active(bool active);
+  bool active();
+
+ private:
+  struct Slot {
+    std::string entry, place, extras;
+    bool requires_grad = false;
+    c10::Device device{c10::kCPU};
+    int64_t row = -1;
+    c10::ScalarType dtype = c10::ScalarType::Float;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+  };
+
+  int64_t slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing);
+  int64_t new_slot(const at::Tensor& x, const ProbeSite& site);
+  DeviceTable& cuda_table(int index);
+  void append_rows(std::vector<std::pair<std::pair<double, double>, TensorRow>>& out, const std::vector<Row>& rows,
+                   const std::vector<int64_t>& row_slot, double device_order);
+
+  std::mutex mu_;
+  bool active_ = false;
+  int64_t dropped_ = 0;
+  int64_t epoch_ = 1;  // 0 marks a row never written
+  std::vector<Slot> slots_;
+  std::unordered_map<std::string, std::vector<int64_t>> eager_slots_;  // site key -> slot per occurrence
+  std::unordered_map<std::string, int64_t> eager_seen_;                // site key -> occurrences this epoch
+  std::deque<Row> cpu_rows_;  // deque: rows keep their address as it grows
+  std::vector<int64_t> cpu_row_slot_;
+  double cpu_seq_ = 0;
+  std::map<int, std::unique_ptr<DeviceTable>> cuda_tables_;
+  std::map<int, std::vector<int64_t>> cuda_row_slot_;
+};
+
+std::string dtype_name(c10::ScalarType t);
+
+}  // namespace graphprobe

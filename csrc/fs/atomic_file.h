@@ -1,0 +1,34 @@
+#pragma once
+// Files that appear complete or not at all. Torch-free.
+//
+// Data goes to a temporary file in the destination folder, is flushed to
+// disk, and is renamed over the final name: a process killed at any moment
+// leaves either the previous state or the whole new file. rename() replaces a
+// symbolic link at the final name instead of writing through it.
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace graphprobe::fs {
+
+// A failed file-system operation; the message names the path and the cause.
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+constexpr mode_t kDirMode = 0750;
+constexpr mode_t kFileMode = 0640;
+
+// mkdir -p with kDirMode for the folders it creates.
+void make_dirs(const std::string& path);
+
+void write_file_atomic(const std::string& path, const void* data, size_t size);
+inline void write_file_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, text.data(), text.size());
+}
+
+}  // namespace graphprobe::fs

@@ -1,0 +1,44 @@
+#include <pybind11/stl.h>
+
+#include "engine/engine.h"
+#include "format/dump_json.h"
+#include "fs/atomic_file.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace graphprobe::python {
+
+void bind_engine(py::module_& m) {
+  m.def(
+      "finish_step",
+      [](std::optional<std::string> out_dir, const std::string& task, const std::string& level) {
+        StepResult result;
+        {
+          py::gil_scoped_release nogil;  // device synchronisation can take a while
+          result = Engine::get().finish_step(out_dir.has_value());
+        }
+        py::dict summary;
+        summary["dropped"] = result.dropped;
+        if (!out_dir) return summary;
+        DumpSummary ds;
+        const std::string text = build_dump_json(task, level, result.rows, &ds);
+        {
+          py::gil_scoped_release nogil;
+          fs::make_dirs(*out_dir);
+          fs::write_file_atomic(*out_dir + "/dump.json", text);
+        }
+        summary["entries"] = ds.entries;
+        summary["tensors"] = ds.tensors;
+        summary["overwritten"] = ds.overwritten;
+        return summary;
+      },
+      py::arg("out_dir"), py::arg("task"), py::arg("level"),
+      "Ends the current step: writes out_dir/dump.json (unless out_dir is None) from the rows written in it, "
+      "then starts the next one.");
+  m.def("set_active", [](bool active) { Engine::get().set_active(active); });
+  m.def("reset", [] { Engine::get().reset(); });
+  m.def("slot_count", [] { return Engine::get().slot_count(); });
+}
+
+}  // namespace graphprobe::python

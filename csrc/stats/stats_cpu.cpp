@@ -1,0 +1,115 @@
+#include "stats/stats_cpu.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace graphprobe {
+namespace {
+
+constexpr int64_t kGrain = 1 << 16;
+
+Stats identity() {
+  return Stats{-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), 0.0, 0.0, 0};
+}
+
+Stats combine(const Stats& a, const Stats& b) {
+  return Stats{std::max(a.max, b.max), std::min(a.min, b.min), a.sum + b.sum, a.sumsq + b.sumsq,
+               a.nan_count + b.nan_count};
+}
+
+template <typename scalar_t>
+Stats reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
+  // Four independent lanes let the compiler keep several additions in flight;
+  // comparisons written as selects skip NaN (a NaN compares false) without a
+  // branch, and NaNs are counted separately.
+  double mx[4], mn[4], s[4] = {0, 0, 0, 0}, sq[4] = {0, 0, 0, 0};
+  int64_t nan[4] = {0, 0, 0, 0};
+  for (int l = 0; l < 4; ++l) {
+    mx[l] = -std::numeric_limits<double>::infinity();
+    mn[l] = std::numeric_limits<double>::infinity();
+  }
+  int64_t i = begin;
+  for (; i + 4 <= end; i += 4) {
+    for (int l = 0; l < 4; ++l) {
+      const double v = static_cast<double>(static_cast<float>(data[i + l]));
+      mx[l] = v > mx[l] ? v : mx[l];
+      mn[l] = v < mn[l] ? v : mn[l];
+      nan[l] += (v != v);
+      s[l] += v;
+      sq[l] += v * v;
+    }
+  }
+  for (; i < end; ++i) {
+    const double v = static_cast<double>(static_cast<float>(data[i]));
+    mx[0] = v > mx[0] ? v : mx[0];
+    mn[0] = v < mn[0] ? v : mn[0];
+    nan[0] += (v != v);
+    s[0] += v;
+    sq[0] += v * v;
+  }
+  Stats out = identity();
+  for (int l = 0; l < 4; ++l) out = combine(out, Stats{mx[l], mn[l], s[l], sq[l], nan[l]});
+  return out;
+}
+
+// 64-bit integers and doubles must not pass through float.
+template <>
+Stats reduce_range<double>(const double* data, int64_t begin, int64_t end) {
+  Stats out = identity();
+  for (int64_t i = begin; i < end; ++i) {
+    const double v = data[i];
+    out.max = v > out.max ? v : out.max;
+    out.min = v < out.min ? v : out.min;
+    out.nan_count += (v != v);
+    out.sum += v;
+    out.sumsq += v * v;
+  }
+  return out;
+}
+
+template <typename I>
+Stats reduce_integral(const I* data, int64_t begin, int64_t end) {
+  Stats out = identity();
+  for (int64_t i = begin; i < end; ++i) {
+    const double v = static_cast<double>(data[i]);
+    out.max = std::max(out.max, v);
+    out.min = std::min(out.min, v);
+    out.sum += v;
+    out.sumsq += v * v;
+  }
+  return out;
+}
+
+template <>
+Stats reduce_range<int64_t>(const int64_t* data, int64_t begin, int64_t end) {
+  return reduce_integral(data, begin, end);
+}
+template <>
+Stats reduce_range<int32_t>(const int32_t* data, int64_t begin, int64_t end) {
+  return reduce_integral(data, begin, end);
+}
+
+}  // namespace
+
+Stats compute_stats_cpu(const at::Tensor& input) {
+  TORCH_CHECK(input.device().is_cpu(), "graphprobe: compute_stats_cpu expects a CPU tensor, got ", input.device());
+  const at::Tensor x = input.contiguous();
+  const int64_t n = x.numel();
+  if (n == 0) return identity();
+  Stats result = identity();
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "graphprobe_stats_cpu", [&] {
+    const scalar_t* data = x.const_data_ptr<scalar_t>();
+    result = at::parallel_reduce(
+        0, n, kGrain, identity(),
+        [&](int64_t begin, int64_t end, Stats acc) { return combine(acc, reduce_range<scalar_t>(data, begin, end)); },
+        combine);
+  });
+  return result;
+}
+
+}  // namespace graphprobe

@@ -1,0 +1,97 @@
+"""Build of graphprobe's two native modules.
+
+* ``graphprobe._C``: the engine (probe ops, stats kernels, capture runtime,
+  writer). Built against the installed torch; CUDA sources (``*.cu`` and
+  ``*_cuda.cpp``) are added when that torch has CUDA and a toolkit is found.
+* ``graphprobe._compare``: the compare engine. Torch-free, so ``graphprobe
+  compare`` needs no torch at run time; it uses the pybind11 headers that torch
+  ships, so the build needs no extra package.
+
+Set ``GRAPHPROBE_FORCE_CPU=1`` to skip CUDA sources even when CUDA is present,
+and ``GRAPHPROBE_ONLY=engine|compare`` to build one module (development).
+"""
+from __future__ import annotations
+
+import glob
+import os
+
+from setuptools import Extension, setup
+from torch.utils import cpp_extension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+TORCH_FREE_DIRS = ["format", "fs"]
+ENGINE_DIRS = ["engine", "ops", "stats", "capture", "writer", "python"]
+
+
+def _sources(dirs: list[str], cuda: bool) -> list[str]:
+    out: list[str] = []
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join("csrc", d, "*.cpp")) + glob.glob(os.path.join("csrc", d, "*.cu"))):
+            name = os.path.basename(path)
+            is_cuda = name.endswith(".cu") or name.endswith("_cuda.cpp")
+            if name == "compare_module.cpp":
+                continue
+            if is_cuda and not cuda:
+                continue
+            out.append(path)
+    return out
+
+
+def _with_cuda() -> bool:
+    if os.environ.get("GRAPHPROBE_FORCE_CPU") == "1":
+        return False
+    import torch
+
+    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+
+
+WITH_CUDA = _with_cuda()
+CXX_FLAGS = ["-O3", "-Wall", "-Wno-unused-function"]
+common_include = [os.path.join(ROOT, "csrc")]
+
+engine_sources = _sources(ENGINE_DIRS + TORCH_FREE_DIRS, WITH_CUDA)
+if WITH_CUDA:
+    engine = cpp_extension.CUDAExtension(
+        "graphprobe._C",
+        engine_sources,
+        include_dirs=common_include,
+        define_macros=[("GRAPHPROBE_WITH_CUDA", "1")],
+        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": ["-O3", "--use_fast_math"]},
+    )
+else:
+    engine = cpp_extension.CppExtension(
+        "graphprobe._C",
+        engine_sources,
+        include_dirs=common_include,
+        extra_compile_args={"cxx": CXX_FLAGS},
+    )
+
+compare = Extension(
+    "graphprobe._compare",
+    _sources(["compare"] + TORCH_FREE_DIRS, False) + ["csrc/python/compare_module.cpp"],
+    include_dirs=common_include + cpp_extension.include_paths()[:1],
+    extra_compile_args=["-O3", "-std=c++20", "-Wall", "-fvisibility=hidden"],
+    language="c++",
+)
+
+only = os.environ.get("GRAPHPROBE_ONLY")
+ext_modules = [e for e in (engine, compare) if not only or e.name.endswith(only.replace("engine", "_C"))]
+
+
+class BuildExt(cpp_extension.BuildExtension):
+    """One build folder per module: both compile csrc/format and csrc/fs, with
+    different flags, and must not share object files."""
+
+    def build_extension(self, ext: Extension) -> None:
+        base = self.build_temp
+        self.build_temp = os.path.join(base, ext.name.split(".")[-1])
+        try:
+            super().build_extension(ext)
+        finally:
+            self.build_temp = base
+
+
+setup(
+    ext_modules=ext_modules,
+    cmdclass={"build_ext": BuildExt.with_options(use_ninja=True)},
+)

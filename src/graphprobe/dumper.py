@@ -1,0 +1,153 @@
+"""AclGraphDumper: whole-network statistics recorded inside graphs.
+
+Example::
+
+    dumper = AclGraphDumper("config.json")
+    dumper.start(model)               # before torch.compile / graph capture
+    with torch.cuda.graph(g):
+        out = model(static_input)
+    for batch in batches:
+        static_input.copy_(batch)
+        g.replay()
+        dumper.step()                 # dump_path/step{N}/pid{P}/dump.json
+
+``start`` adds probe ops through hooks; the ops are compiled or captured
+with the model and write device-resident records on every execution;
+``step`` brings this step's records back with one copy per device.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import weakref
+from typing import Any
+
+import torch
+
+from graphprobe import _ops
+from graphprobe.config import DumpConfig, load_config
+from graphprobe.wiring.modules import ModuleWiring
+
+__all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "current_rank"]
+
+_C = _ops._C
+
+
+class DumperStateError(RuntimeError):
+    """A dumper method was called in an order that cannot work."""
+
+
+def current_rank() -> int | None:
+    """The torch.distributed rank, or ``RANK`` from the environment (torchrun
+    sets it before the process group exists), or None for a single process."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    env = os.environ.get("RANK")
+    return int(env) if env is not None and env.isdigit() else None
+
+
+class AclGraphDumper:
+    """Whole-network statistics dumper (msprobe's ``AclGraphDumper``).
+
+    Args:
+        config_path: path of a ``config.json``; ``None`` loads the built-in
+            default (L0 statistics of every module into ``./graphprobe_dump``).
+    """
+
+    # The engine's record store is one per process, so one dumper may be
+    # started at a time.
+    _started: weakref.ref[AclGraphDumper] | None = None
+
+    def __init__(self, config_path: str | os.PathLike[str] | None = None) -> None:
+        self.config: DumpConfig = load_config(config_path)
+        self._wiring: list[Any] = []
+        self._started_once = False
+        self._active = False
+        self._selected = True
+        self._step = 0
+
+    @property
+    def step_number(self) -> int:
+        """The N of the next ``step{N}`` folder."""
+        return self._step
+
+    def start(self, model: torch.nn.Module) -> None:
+        """Wires ``model``. Call before ``torch.compile`` or graph capture.
+
+        Wiring added after compile is not seen by already compiled code
+        (dynamo does not guard on hooks), and graphs captured earlier contain
+        no probes: such runs record nothing.
+        """
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"AclGraphDumper.start: model must be a torch.nn.Module, got {type(model).__name__}")
+        if self._started_once:
+            raise DumperStateError("AclGraphDumper.start was already called on this dumper; create a new one")
+        other = AclGraphDumper._started() if AclGraphDumper._started else None
+        if other is not None and other._active:
+            raise DumperStateError("another AclGraphDumper is started in this process; call its stop() first")
+        self._started_once = True
+        rank = current_rank()
+        self._selected = rank is None or self.config.selects_rank(rank)
+        if not self._selected:
+            return  # ranks not selected wire nothing and record nothing
+        os.makedirs(self.config.dump_path, mode=0o750, exist_ok=True)
+        if not os.access(self.config.dump_path, os.W_OK):
+            raise PermissionError(f"dump_path '{self.config.dump_path}' is not writable")
+        self._wiring.append(ModuleWiring(model, self.config.keywords))
+        _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
+        _C.set_active(True)
+        self._active = True
+        AclGraphDumper._started = weakref.ref(self)
+
+    def step(self, dump: bool = True) -> None:
+        """Ends an iteration: writes this step's records and advances N.
+
+        ``dump=False`` discards the records (warm-up and dummy runs) and does
+        not advance N. Does nothing when the dumper is not started.
+        """
+        if not self._active:
+            return
+        if not dump:
+            summary = _C.finish_step(None, self.config.task, self.config.level)
+        else:
+            summary = _C.finish_step(self._step_dir(), self.config.task, self.config.level)
+            self._step += 1
+        self._report(summary)
+
+    def stop(self) -> None:
+        """Removes all wiring; probes captured in existing graphs stop counting."""
+        for w in self._wiring:
+            w.remove()
+        self._wiring.clear()
+        if self._active:
+            _C.set_active(False)
+            _C.reset()
+        self._active = False
+
+    def _step_dir(self) -> str:
+        rank = current_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else None
+        leaf = f"rank{rank}" if rank is not None else f"pid{os.getpid()}"
+        return os.path.join(self.config.dump_path, f"step{self._step}", leaf)
+
+    def _report(self, summary: dict[str, Any]) -> None:
+        dropped = summary.get("dropped", 0)
+        if dropped:
+            warnings.warn(
+                f"graphprobe: {dropped} records were dropped since the last step because the record table "
+                "is full; call step() after every iteration",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        overwritten = summary.get("overwritten") or []
+        if overwritten:
+            shown = ", ".join(overwritten[:5]) + (" ..." if len(overwritten) > 5 else "")
+            warnings.warn(
+                f"graphprobe: {len(overwritten)} records were written more than once since the last step "
+                f"(several replays per step; only the latest values are kept, see 'write_count'): {shown}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+GraphDumper = AclGraphDumper

@@ -1,0 +1,1 @@
+"""How models are wired: hooks and interceptions that insert probe ops."""
