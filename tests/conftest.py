@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from typing import Any, Callable
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def write_config(tmp_path) -> Callable[..., str]:
+    """Writes a config.json into tmp_path and returns its path."""
+
+    def write(**fields: Any) -> str:
+        fields.setdefault("dump_path", str(tmp_path / "dump"))
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(fields))
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def read_step() -> Callable[[str, int], dict[str, Any]]:
+    """Loads dump_path/step{N}/<the one process folder>/dump.json."""
+
+    def read(dump_path: str, step: int) -> dict[str, Any]:
+        found = glob.glob(os.path.join(dump_path, f"step{step}", "*", "dump.json"))
+        assert len(found) == 1, f"expected one dump.json for step {step}, found {found}"
+        with open(found[0]) as f:
+            return json.load(f)
+
+    return read
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    import torch
+
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

@@ -1,0 +1,21 @@
+"""GPU tests: skipped without CUDA, unless GRAPHPROBE_FAIL_ON_SKIP=1 (the GPU
+check script sets it) turns a skip into a failure, because device time is
+scarce and a silent skip there would look like a pass."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    if os.environ.get("GRAPHPROBE_FAIL_ON_SKIP") == "1":
+        raise pytest.UsageError("GRAPHPROBE_FAIL_ON_SKIP=1 but CUDA is not available")
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "tests/gpu" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(skip)
