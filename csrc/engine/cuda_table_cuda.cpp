@@ -34,11 +34,12 @@ struct StreamDestroy {
   }
 };
 
-// Device counters read by the kernels: the current epoch and the last
-// sequence number handed out.
+// Device state read by the kernels: the current epoch, the last sequence
+// number handed out, and the live switch.
 struct Counters {
   int64_t epoch;
   unsigned long long seq;
+  int64_t enabled;
 };
 
 class CudaTable final : public DeviceTable {
@@ -51,6 +52,7 @@ class CudaTable final : public DeviceTable {
     side_.reset(side);
     counters_ = allocate_zeroed(sizeof(Counters));
     write_epoch(epoch);
+    set_enabled(true);
   }
 
   int64_t add_row() override {
@@ -68,7 +70,7 @@ class CudaTable final : public DeviceTable {
     double* r = static_cast<double*>(chunks_[static_cast<size_t>(row / kChunkRows)].get()) +
                 (row % kChunkRows) * kNumColumns;
     auto* c = static_cast<Counters*>(counters_.get());
-    launch_stats_cuda(x, r, &c->epoch, &c->seq);
+    launch_stats_cuda(x, r, &c->epoch, &c->seq, &c->enabled);
   }
 
   std::vector<Row> fetch() override {
@@ -82,6 +84,15 @@ class CudaTable final : public DeviceTable {
                                 sizeof(Row) * n, cudaMemcpyDeviceToHost));
     }
     return out;
+  }
+
+  void set_enabled(bool enabled) override {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    check_not_capturing();
+    const int64_t value = enabled ? 1 : 0;
+    auto* c = static_cast<Counters*>(counters_.get());
+    C10_CUDA_CHECK(cudaMemcpyAsync(&c->enabled, &value, sizeof(value), cudaMemcpyHostToDevice, side_.get()));
+    C10_CUDA_CHECK(cudaStreamSynchronize(side_.get()));
   }
 
   void set_epoch(int64_t epoch) override {

@@ -28,6 +28,8 @@ class DeviceTable {
   virtual std::vector<Row> fetch() = 0;
   // Sets the epoch that later kernels stamp into the rows they write.
   virtual void set_epoch(int64_t epoch) = 0;
+  // The live switch read by every kernel, captured ones included.
+  virtual void set_enabled(bool enabled) = 0;
 };
 
 // Whether the current stream of `x`'s device is being captured into a graph.

@@ -67,6 +67,17 @@ bool Engine::active() {
   return active_;
 }
 
+void Engine::set_enabled(bool enabled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  enabled_ = enabled;
+  for (auto& kv : cuda_tables_) kv.second->set_enabled(enabled);
+}
+
+bool Engine::enabled() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enabled_;
+}
+
 int64_t Engine::slot_count() {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(slots_.size());
@@ -109,7 +120,10 @@ int64_t Engine::slot_for(const at::Tensor& x, const ProbeSite& site, bool captur
 
 DeviceTable& Engine::cuda_table(int index) {
   auto it = cuda_tables_.find(index);
-  if (it == cuda_tables_.end()) it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_)).first;
+  if (it == cuda_tables_.end()) {
+    it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_)).first;
+    if (!enabled_) it->second->set_enabled(false);
+  }
   return *it->second;
 }
 
@@ -117,6 +131,13 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
   const c10::Device device = x.device();
   TORCH_CHECK(device.is_cpu() || device.is_cuda(), "graphprobe.record_stats: tensors on ", device,
               " are not supported yet (supported: cpu, cuda)");
+  {
+    // A cheap early exit while recording is switched off, before any work. A
+    // capture made while off still records the kernels (the switch is read on
+    // the device), so that switching on later needs no re-capture.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_ || (!enabled_ && !is_capturing(x))) return;
+  }
   if (device.is_cpu()) {
     // Reduce before taking the lock: threads probing in parallel only
     // serialise on the short bookkeeping below.

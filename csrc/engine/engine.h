@@ -67,6 +67,12 @@ class Engine {
   void set_active(bool active);
   bool active();
 
+  // The live switch (dump_enable): while off, no probe writes a row, captured
+  // kernels included (they read the switch from device memory), and slots are
+  // not consumed. Must not be flipped while a stream is capturing.
+  void set_enabled(bool enabled);
+  bool enabled();
+
  private:
   struct Slot {
     std::string entry, place, extras;
@@ -86,6 +92,7 @@ class Engine {
 
   std::mutex mu_;
   bool active_ = false;
+  bool enabled_ = true;
   int64_t dropped_ = 0;
   int64_t epoch_ = 1;  // 0 marks a row never written
   std::vector<Slot> slots_;

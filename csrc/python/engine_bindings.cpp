@@ -12,7 +12,8 @@ namespace graphprobe::python {
 void bind_engine(py::module_& m) {
   m.def(
       "finish_step",
-      [](std::optional<std::string> out_dir, const std::string& task, const std::string& level) {
+      [](std::optional<std::string> out_dir, const std::string& task, const std::string& level,
+         bool write_if_empty) {
         StepResult result;
         {
           py::gil_scoped_release nogil;  // device synchronisation can take a while
@@ -20,7 +21,8 @@ void bind_engine(py::module_& m) {
         }
         py::dict summary;
         summary["dropped"] = result.dropped;
-        if (!out_dir) return summary;
+        summary["written"] = false;
+        if (!out_dir || (result.rows.empty() && !write_if_empty)) return summary;
         DumpSummary ds;
         const std::string text = build_dump_json(task, level, result.rows, &ds);
         {
@@ -28,15 +30,18 @@ void bind_engine(py::module_& m) {
           fs::make_dirs(*out_dir);
           fs::write_file_atomic(*out_dir + "/dump.json", text);
         }
+        summary["written"] = true;
         summary["entries"] = ds.entries;
         summary["tensors"] = ds.tensors;
         summary["overwritten"] = ds.overwritten;
         return summary;
       },
-      py::arg("out_dir"), py::arg("task"), py::arg("level"),
-      "Ends the current step: writes out_dir/dump.json (unless out_dir is None) from the rows written in it, "
-      "then starts the next one.");
+      py::arg("out_dir"), py::arg("task"), py::arg("level"), py::arg("write_if_empty") = true,
+      "Ends the current step: writes out_dir/dump.json (unless out_dir is None, or nothing was recorded and "
+      "write_if_empty is false) from the rows written in it, then starts the next one.");
   m.def("set_active", [](bool active) { Engine::get().set_active(active); });
+  m.def("set_enabled", [](bool enabled) { Engine::get().set_enabled(enabled); });
+  m.def("enabled", [] { return Engine::get().enabled(); });
   m.def("reset", [] { Engine::get().reset(); });
   m.def("slot_count", [] { return Engine::get().slot_count(); });
 }

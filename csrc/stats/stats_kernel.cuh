@@ -7,7 +7,8 @@
 // accumulators; accumulate_row then reads every element once and folds each
 // block's partial max/min/sum/sum-of-squares/NaN-count into the row with one
 // atomic per statistic per block. The epoch and sequence live in device
-// memory, so a captured graph reads their current values on every replay.
+// memory, so a captured graph reads their current values on every replay; so
+// does the live switch `enabled`: while it is 0 both kernels return at once.
 
 #include <cuda_runtime.h>
 
@@ -56,7 +57,8 @@ __device__ inline void atomic_min(double* addr, double v) {
   }
 }
 
-__global__ void begin_row(double* row, const int64_t* epoch, unsigned long long* seq) {
+__global__ void begin_row(double* row, const int64_t* epoch, unsigned long long* seq, const int64_t* enabled) {
+  if (*enabled == 0) return;
   const double e = static_cast<double>(*epoch);
   row[kWrites] = row[kStamp] == e ? row[kWrites] + 1.0 : 1.0;
   row[kStamp] = e;
@@ -88,7 +90,9 @@ __device__ inline Partial shuffle_down(const Partial& p, int offset) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) accumulate_row(const T* __restrict__ x, int64_t n, double* row) {
+__global__ void __launch_bounds__(kThreads) accumulate_row(const T* __restrict__ x, int64_t n, double* row,
+                                                          const int64_t* enabled) {
+  if (*enabled == 0) return;
   const double inf = __longlong_as_double(0x7ff0000000000000LL);
   Partial p{-inf, inf, 0.0, 0.0, 0.0};
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;

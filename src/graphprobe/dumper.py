@@ -27,6 +27,7 @@ import torch
 
 from graphprobe import _ops
 from graphprobe.config import DumpConfig, load_config
+from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 
 __all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "current_rank"]
@@ -66,6 +67,8 @@ class AclGraphDumper:
         self._active = False
         self._selected = True
         self._step = 0
+        self._enabled = self.config.dump_enable
+        self._config_mtime = self._mtime()
 
     @property
     def step_number(self) -> int:
@@ -94,8 +97,12 @@ class AclGraphDumper:
         os.makedirs(self.config.dump_path, mode=0o750, exist_ok=True)
         if not os.access(self.config.dump_path, os.W_OK):
             raise PermissionError(f"dump_path '{self.config.dump_path}' is not writable")
-        self._wiring.append(ModuleWiring(model, self.config.keywords))
+        if self.config.level in ("L0", "mix"):
+            self._wiring.append(ModuleWiring(model, self.config.keywords))
+        if self.config.level in ("L1", "mix"):
+            self._wiring.append(ApiWiring(model, self.config.keywords))
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
+        _C.set_enabled(self._enabled)
         _C.set_active(True)
         self._active = True
         AclGraphDumper._started = weakref.ref(self)
@@ -111,9 +118,58 @@ class AclGraphDumper:
         if not dump:
             summary = _C.finish_step(None, self.config.task, self.config.level)
         else:
-            summary = _C.finish_step(self._step_dir(), self.config.task, self.config.level)
+            # With the switch off and nothing recorded, no folder is written;
+            # N still counts iterations so step numbers line up with the bench.
+            summary = _C.finish_step(self._step_dir(), self.config.task, self.config.level, self._enabled)
             self._step += 1
+        self._reload_switch()
         self._report(summary)
+
+    def enable(self, on: bool = True) -> None:
+        """The live switch: turns recording off or on between iterations,
+        without re-compiling or re-capturing.
+
+        Captured probe kernels read the switch from device memory on every
+        replay; while it is off they return at once and no record is made.
+        A step in which nothing was recorded and that ends with the switch off
+        writes no folder (its number is still used, so steps keep counting
+        iterations).
+        """
+        if not isinstance(on, bool):
+            raise TypeError(f"AclGraphDumper.enable: expected a bool, got {type(on).__name__}")
+        self._enabled = on
+        if self._active:
+            _C.set_enabled(on)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether recording is switched on."""
+        return self._enabled
+
+    def _mtime(self) -> float | None:
+        source = self.config.source
+        if source is None or source.startswith("<"):
+            return None
+        try:
+            return os.stat(source).st_mtime_ns
+        except OSError:
+            return None
+
+    def _reload_switch(self) -> None:
+        """msprobe's ``dump_enable``: an edit of the config file between steps
+        flips the switch. Only that key is re-read; the rest needs a restart."""
+        mtime = self._mtime()
+        if mtime is None or mtime == self._config_mtime:
+            return
+        self._config_mtime = mtime
+        try:
+            fresh = load_config(self.config.source)
+        except Exception as exc:  # a half-saved edit must not kill the job
+            warnings.warn(f"graphprobe: config file changed but cannot be used ({exc}); keeping dump_enable="
+                          f"{self._enabled}", RuntimeWarning, stacklevel=3)
+            return
+        if fresh.dump_enable != self._enabled:
+            self.enable(fresh.dump_enable)
 
     def stop(self) -> None:
         """Removes all wiring; probes captured in existing graphs stop counting."""
@@ -122,6 +178,7 @@ class AclGraphDumper:
         self._wiring.clear()
         if self._active:
             _C.set_active(False)
+            _C.set_enabled(True)
             _C.reset()
         self._active = False
 

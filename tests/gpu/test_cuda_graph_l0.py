@@ -134,3 +134,24 @@ def test_reduce_overhead_cudagraph_trees(write_config, read_step, tmp_path):
         ref_model(tokens)
         _check(read_step(str(tmp_path / "dump"), step)["data"], recorder.entries, 1e-4, step)
     dumper.stop()
+
+
+@torch.no_grad()
+def test_switch_inside_captured_graph(write_config, read_step, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).cuda()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    static = torch.zeros(2, 8, device="cuda")
+    graph, _ = _capture(model, static)
+    dumper.step(dump=False)
+    for step in range(6):
+        dumper.enable(step not in (2, 4))
+        static.copy_(torch.randn(2, 8))
+        graph.replay()
+        dumper.step()
+    dumper.stop()
+    import os
+
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1", "step3", "step5"]
+    for step in (0, 1, 3, 5):
+        assert len(read_step(str(tmp_path / "dump"), step)["data"]) == 2

@@ -1,0 +1,21 @@
+// Compile check of the torch-free CUDA statistics kernels, for machines that
+// have nvcc but no CUDA build of torch (this project's CI): every element type
+// the launcher dispatches is instantiated. scripts/check_cuda_kernels.sh runs it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "stats/stats_kernel.cuh"
+
+namespace graphprobe::kernels {
+
+template __global__ void accumulate_row<float>(const float*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<double>(const double*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<__half>(const __half*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<__nv_bfloat16>(const __nv_bfloat16*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<int64_t>(const int64_t*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<int32_t>(const int32_t*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<int8_t>(const int8_t*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<uint8_t>(const uint8_t*, int64_t, double*, const int64_t*);
+template __global__ void accumulate_row<bool>(const bool*, int64_t, double*, const int64_t*);
+
+}  // namespace graphprobe::kernels

@@ -1,0 +1,175 @@
+"""The demo loop: record a reference in eager mode, record the run under test
+in graph mode (CUDA graphs on a GPU, torch.compile otherwise), optionally with
+an injected fault, and compare the two."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from graphprobe.demo.model import build_demo_model, demo_inputs
+
+__all__ = ["DemoOptions", "DemoResult", "parse_fault", "run_demo"]
+
+
+@dataclass
+class DemoOptions:
+    """What ``graphprobe demo`` runs."""
+
+    out: str = "./graphprobe_demo"
+    level: str = "L0"
+    device: str = "auto"  # auto: cuda when available
+    steps: int = 3
+    inject_fault: str | None = None  # "MODULE[:SCALE]", e.g. "layers.1.mlp:2.0"
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass
+class DemoResult:
+    """Where the demo wrote its outputs and what the compare found."""
+
+    graph_mode: str
+    bench_dir: str
+    target_dir: str
+    compare: Any = None
+    first_divergence: str | None = None
+    faulty_entry_prefix: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_fault(spec: str, model: torch.nn.Module) -> tuple[str, float]:
+    """``MODULE[:SCALE]`` → (module path, scale); the module must exist."""
+    path, _, scale_text = spec.partition(":")
+    scale = 2.0
+    if scale_text:
+        try:
+            scale = float(scale_text)
+        except ValueError:
+            raise ValueError(f"--inject-fault: scale {scale_text!r} is not a number (form: MODULE[:SCALE])") from None
+    names = dict(model.named_modules())
+    if not path or path not in names:
+        choices = ", ".join(n for n in names if n)
+        raise ValueError(f"--inject-fault: no module {path!r} in the demo model; choose one of: {choices}")
+    return path, scale
+
+
+def _resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: CUDA is not available on this machine")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device: {device!r} is not supported (cpu, cuda, auto)")
+    return dev
+
+
+def _write_config(path: str, dump_path: str, level: str) -> str:
+    with open(path, "w") as f:
+        json.dump({"task": "statistics", "dump_path": dump_path, "level": level, "rank": []}, f)
+    return path
+
+
+def _record(model, inputs, config_path, runner_factory, say) -> None:
+    from graphprobe.dumper import AclGraphDumper
+
+    dumper = AclGraphDumper(config_path)
+    dumper.start(model)
+    run = runner_factory(model, inputs[0])
+    dumper.step(dump=False)  # warm-up / compile / capture runs are not data
+    for i, tokens in enumerate(inputs):
+        run(tokens)
+        dumper.step()
+        say(f"    step {i} recorded")
+    dumper.stop()
+
+
+def _eager_runner(model, example):
+    @torch.no_grad()
+    def run(tokens):
+        return model(tokens)
+
+    return run
+
+
+def _compiled_runner(model, example):
+    compiled = torch.compile(model, fullgraph=True)
+    with torch.no_grad():
+        compiled(example)  # compile outside the recorded steps
+
+    @torch.no_grad()
+    def run(tokens):
+        return compiled(tokens)
+
+    return run
+
+
+def _cuda_graph_runner(model, example):
+    static = example.clone()
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            model(static)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(static)
+
+    def run(tokens):
+        static.copy_(tokens)
+        graph.replay()
+
+    return run
+
+
+def run_demo(options: DemoOptions) -> DemoResult:
+    """Runs the demo and returns where everything went."""
+    say = options.progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    if options.steps < 1:
+        raise ValueError(f"--steps: got {options.steps}; allowed: 1 or more")
+    if options.level not in ("L0", "L1", "mix"):
+        raise ValueError(f"--level: got {options.level!r}; allowed: L0, L1, mix")
+    device = _resolve_device(options.device)
+    graph_mode = "cuda-graph" if device.type == "cuda" else "torch.compile"
+    os.makedirs(options.out, exist_ok=True)
+    out = os.path.abspath(options.out)
+    bench_dir, target_dir = os.path.join(out, "eager"), os.path.join(out, "graph")
+    base = build_demo_model().to(device)
+    inputs = [t.to(device) for t in demo_inputs(options.steps)]
+    fault = parse_fault(options.inject_fault, base) if options.inject_fault else None
+
+    t0 = time.time()
+    say(f"[1/3] reference: eager on {device}, level {options.level}, {options.steps} steps -> {bench_dir}")
+    _record(copy.deepcopy(base), inputs, _write_config(os.path.join(out, "eager.json"), bench_dir, options.level),
+            _eager_runner, say)
+
+    target = copy.deepcopy(base)
+    prefix = None
+    if fault is not None:
+        path, scale = fault
+        module = target.get_submodule(path)
+        # Registered before start(): it runs before graphprobe's output probe,
+        # so the record of this module itself shows the fault.
+        module.register_forward_hook(lambda mod, args, output: output * scale)
+        prefix = f"Module.{path}.{type(module).__name__}.forward."
+        say(f"      injecting a fault: output of '{path}' scaled by {scale} in the graph-mode run only")
+    say(f"[2/3] under test: {graph_mode} on {device} -> {target_dir}")
+    runner = _cuda_graph_runner if graph_mode == "cuda-graph" else _compiled_runner
+    _record(target, inputs, _write_config(os.path.join(out, "graph.json"), target_dir, options.level), runner, say)
+
+    say("[3/3] compare")
+    from graphprobe.compare import compare_dumps
+
+    report = compare_dumps(target_dir, bench_dir, out_dir=os.path.join(out, "compare"))
+    first = report.first_divergence
+    result = DemoResult(graph_mode, bench_dir, target_dir, report, first, prefix)
+    result.extra["seconds"] = time.time() - t0
+    return result
