@@ -25,12 +25,20 @@ void bind_engine(py::module_& m) {
         if (!out_dir || (result.rows.empty() && !write_if_empty)) return summary;
         DumpSummary ds;
         const std::string text = build_dump_json(task, level, result.rows, &ds);
+        // A failed write is reported in the summary, not thrown: the step's
+        // rows are gone with the epoch, and the caller reports how many.
+        std::string error;
         {
           py::gil_scoped_release nogil;
-          fs::make_dirs(*out_dir);
-          fs::write_file_atomic(*out_dir + "/dump.json", text);
+          try {
+            fs::make_dirs(*out_dir);
+            fs::write_file_atomic(*out_dir + "/dump.json", text);
+          } catch (const fs::IoError& e) {
+            error = e.what();
+          }
         }
-        summary["written"] = true;
+        if (!error.empty()) summary["error"] = error;
+        summary["written"] = error.empty();
         summary["entries"] = ds.entries;
         summary["tensors"] = ds.tensors;
         summary["overwritten"] = ds.overwritten;

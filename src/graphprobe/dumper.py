@@ -30,13 +30,19 @@ from graphprobe.config import DumpConfig, load_config
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 
-__all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "current_rank"]
+__all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "DumpWriteError", "current_rank"]
 
 _C = _ops._C
 
 
 class DumperStateError(RuntimeError):
     """A dumper method was called in an order that cannot work."""
+
+
+class DumpWriteError(OSError):
+    """A step's dump.json could not be written; the message names the file and
+    how many records were lost. The dumper stays usable: later steps are
+    written once the cause (disk full, permissions, ...) is gone."""
 
 
 def current_rank() -> int | None:
@@ -67,6 +73,7 @@ class AclGraphDumper:
         self._active = False
         self._selected = True
         self._step = 0
+        self.lost_records = 0  # tensor records of steps whose dump.json failed to write
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
 
@@ -120,8 +127,15 @@ class AclGraphDumper:
         else:
             # With the switch off and nothing recorded, no folder is written;
             # N still counts iterations so step numbers line up with the bench.
-            summary = _C.finish_step(self._step_dir(), self.config.task, self.config.level, self._enabled)
+            step_dir = self._step_dir()
             self._step += 1
+            summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
+            if "error" in summary:
+                self.lost_records += summary["tensors"]
+                raise DumpWriteError(
+                    f"graphprobe: step {self._step - 1}: {summary['error']}; {summary['tensors']} tensor records "
+                    f"of {summary['entries']} entries were not written"
+                )
         self._reload_switch()
         self._report(summary)
 

@@ -1,0 +1,34 @@
+"""dump.json write failures: a clear error at step(), counts, and recovery."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import torch
+
+import graphprobe
+from graphprobe.dumper import DumpWriteError
+
+
+def test_unwritable_step_folder_then_recovery(write_config, read_step, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    # A regular file where the step folder must go: no permission trick needed
+    # (tests may run as root, which ignores mode bits).
+    (tmp_path / "dump" / "step0").write_text("in the way")
+    model(torch.ones(1, 2))
+    with pytest.raises(DumpWriteError, match=r"step 0: .*step0.*4 tensor records of 2 entries were not written"):
+        dumper.step()
+    assert dumper.lost_records == 4
+    model(torch.ones(1, 2))
+    dumper.step()  # the dumper is still healthy
+    dumper.stop()
+    assert len(read_step(str(tmp_path / "dump"), 1)["data"]) == 2
+    mode = stat.S_IMODE(os.stat(tmp_path / "dump" / "step1").st_mode)
+    assert mode & 0o027 == 0, oct(mode)  # folders 0750 (less the umask)
+    files = list((tmp_path / "dump" / "step1").glob("*/dump.json"))
+    assert stat.S_IMODE(os.stat(files[0]).st_mode) & 0o137 == 0  # files 0640
+    assert not list((tmp_path / "dump").rglob("*.tmp.*")), "no temporary file is left behind"
