@@ -3,17 +3,43 @@
 Records statistics (and, with ``acl_save``, whole tensors) *inside* CUDA
 graphs and ``torch.compile`` graphs, on every replay, with msprobe's API
 names, configuration keys and file formats.
+
+Attributes are imported on first use, so that ``graphprobe compare`` (which
+needs only the dumps) starts without loading torch.
 """
 
 from __future__ import annotations
 
-from graphprobe.config import ConfigError, DumpConfig, load_config
-from graphprobe.dumper import AclGraphDumper, GraphDumper
+import importlib
+from typing import Any
 
 __all__ = [
     "AclGraphDumper",
     "ConfigError",
     "DumpConfig",
+    "DumpWriteError",
     "GraphDumper",
     "load_config",
 ]
+
+_LAZY = {
+    "AclGraphDumper": "graphprobe.dumper",
+    "GraphDumper": "graphprobe.dumper",
+    "DumpWriteError": "graphprobe.dumper",
+    "ConfigError": "graphprobe.config",
+    "DumpConfig": "graphprobe.config",
+    "load_config": "graphprobe.config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphprobe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
