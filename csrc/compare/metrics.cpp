@@ -18,7 +18,7 @@ Metrics compute_metrics(const TensorRecord& target, const TensorRecord& bench) {
     if (!target.stats[s] || !bench.stats[s]) continue;
     const double t = *target.stats[s];
     const double b = *bench.stats[s];
-    m.diff[s] = t - b;
+    m.diff[s] = t == b ? 0.0 : t - b;  // inf == inf: no difference, not NaN
     m.rel_pct[s] = relative_error_pct(t, b);
   }
   return m;

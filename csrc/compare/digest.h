@@ -1,0 +1,30 @@
+#pragma once
+// Reductions of a result for the summary and the report, done here so that
+// Python never walks 100k rows. Torch-free.
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "compare/result.h"
+
+namespace graphprobe::compare {
+
+// One target entry, for the execution-order plot.
+struct EntrySummary {
+  // Largest NormRelativeErr of its matched output rows (NaN counts as the
+  // largest); of any matched row when no output has one; absent otherwise.
+  std::optional<double> norm_rel_pct;
+  // Worst Result of its rows (pass < warning < error); unmatched only when
+  // every row is.
+  Verdict verdict = Verdict::kUnmatched;
+  bool first_divergence = false;
+};
+
+std::vector<EntrySummary> entry_summaries(const CompareResult& result);
+
+// Indices into result.rows of the n worst matched rows: by Result, then by
+// NormRelativeErr (NaN first, rows without one last), then execution order.
+std::vector<size_t> worst_rows(const CompareResult& result, size_t n);
+
+}  // namespace graphprobe::compare

@@ -1,0 +1,39 @@
+#include "compare/engine.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "compare/first_divergence.h"
+#include "compare/matching.h"
+#include "compare/verdicts.h"
+
+namespace graphprobe::compare {
+namespace {
+
+void check(const Thresholds& t) {
+  auto ok = [](double v) { return std::isfinite(v) && v >= 0; };
+  if (!ok(t.input_error_pct) || !ok(t.output_error_pct) || !ok(t.warning_ratio) || !ok(t.warning_pct))
+    throw std::invalid_argument("graphprobe compare: thresholds must be finite and >= 0");
+}
+
+}  // namespace
+
+CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& options) {
+  check(options.thresholds);
+  CompareResult result;
+  result.target = std::move(target);
+  result.bench = std::move(bench);
+  result.rows = match_rows(result.target, result.bench, options.fuzzy);
+  apply_verdicts(result.target, result.bench, result.rows, options.thresholds);
+  result.first_divergence = find_first_divergence(result.target, result.rows, options.thresholds);
+  for (const CompareRow& r : result.rows) ++result.counts[static_cast<size_t>(r.verdict)];
+  return result;
+}
+
+CompareResult compare_files(const std::string& target_path, const std::string& bench_path,
+                            const CompareOptions& options) {
+  check(options.thresholds);  // before reading: a usage error should not wait for a large file
+  return compare_dumps(read_dump(target_path), read_dump(bench_path), options);
+}
+
+}  // namespace graphprobe::compare

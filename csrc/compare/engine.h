@@ -1,0 +1,17 @@
+#pragma once
+// One comparison: two dump.json -> rows, verdicts, first divergence.
+// Torch-free; the Python binding and the C++ tests call only this.
+
+#include <string>
+
+#include "compare/result.h"
+
+namespace graphprobe::compare {
+
+CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& options);
+
+// Throws DumpFormatError for malformed files, fs::IoError for unreadable ones.
+CompareResult compare_files(const std::string& target_path, const std::string& bench_path,
+                            const CompareOptions& options);
+
+}  // namespace graphprobe::compare

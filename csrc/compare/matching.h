@@ -1,0 +1,29 @@
+#pragma once
+// Pairs target rows with bench rows. Torch-free.
+//
+// Exact mode (msprobe's): by row name. Fuzzy mode: by the name with the call
+// index removed from the entry ("Module.fc.Linear.forward.3" ->
+// "Module.fc.Linear.forward", "Torch.matmul.2.forward" ->
+// "Torch.matmul.forward"), the k-th occurrence on one side paired with the
+// k-th on the other. This survives runs whose call counts drift (an extra
+// warm-up call, a module called from a different place) as long as the
+// order of calls of each module is the same.
+//
+// The result lists target rows in target order, then bench-only rows in
+// bench order. A name repeated on one side (a malformed dump) pairs its
+// first occurrence; the rest are unmatched.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compare/result.h"
+
+namespace graphprobe::compare {
+
+// The entry name without its call index; unchanged when it has none.
+std::string strip_call_index(std::string_view entry);
+
+std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy);
+
+}  // namespace graphprobe::compare

@@ -1,0 +1,64 @@
+#pragma once
+// What one comparison produces: the rows of the CSV and their verdicts.
+// Plain data; the steps that fill it live in matching, verdicts and
+// first_divergence. Torch-free.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compare/dump_reader.h"
+#include "compare/metrics.h"
+
+namespace graphprobe::compare {
+
+enum class MatchKind : uint8_t { kMatched, kTargetOnly, kBenchOnly };
+// Ordered by severity: a row keeps the worst verdict any rule gives it.
+enum class Verdict : uint8_t { kPass = 0, kWarning = 1, kError = 2, kUnmatched = 3 };
+constexpr int kNumVerdicts = 4;
+
+const char* match_name(MatchKind m);   // "matched", "unmatched-target", "unmatched-bench"
+const char* verdict_name(Verdict v);   // "pass", "warning", "error", "unmatched"
+
+// Defaults from the spec (percentages of NormRelativeErr).
+struct Thresholds {
+  double input_error_pct = 10.0;   // error rule: every input below this ...
+  double output_error_pct = 50.0;  // ... and an output above this
+  double warning_ratio = 10.0;     // warning rule: output > ratio x largest input
+  double warning_pct = 10.0;       // ... or above this when the inputs' is 0;
+                                   // also what first-divergence calls "bad"
+};
+
+struct CompareOptions {
+  bool fuzzy = false;  // match ignoring call indices, in order (see matching.h)
+  Thresholds thresholds;
+};
+
+struct CompareRow {
+  int64_t target = -1;  // index into CompareResult::target.rows, -1 when absent
+  int64_t bench = -1;   // index into CompareResult::bench.rows, -1 when absent
+  MatchKind match = MatchKind::kMatched;
+  Metrics metrics;
+  Verdict verdict = Verdict::kPass;
+  std::vector<std::string> reasons;
+  bool first_divergence = false;  // row of the first diverging entry
+
+  void raise(Verdict v, std::string reason) {
+    if (v > verdict) verdict = v;
+    reasons.push_back(std::move(reason));
+  }
+};
+
+struct CompareResult {
+  Dump target;
+  Dump bench;
+  // Target rows in execution order, then bench-only rows in bench order.
+  std::vector<CompareRow> rows;
+  // Index into target.entries of the first diverging entry.
+  std::optional<uint32_t> first_divergence;
+  std::array<int64_t, kNumVerdicts> counts{};  // rows per verdict
+};
+
+}  // namespace graphprobe::compare

@@ -1,0 +1,52 @@
+"""The ``graphprobe`` command line.
+
+Subcommands live in their own modules and are listed in ``SUBCOMMANDS`` as
+``name -> "module:function"``; the function receives argparse's subparsers
+object, adds its parser and sets ``handler`` (``Namespace -> int``) as a
+default. Registrar modules must import nothing heavy at top level (no torch):
+all of them are imported to build ``--help``. To add ``demo``, write e.g.
+``graphprobe/demo/command.py`` with a ``register`` and add one line here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+SUBCOMMANDS: dict[str, str] = {
+    "compare": "graphprobe.compare.command:register",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with every subcommand registered."""
+    parser = argparse.ArgumentParser(prog="graphprobe", description="graphprobe: precision debugging in graph mode")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for target in SUBCOMMANDS.values():
+        module, _, func = target.partition(":")
+        getattr(importlib.import_module(module), func)(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``graphprobe`` console script; returns the exit
+    code (0 ok, 1 check failed, 2 usage or input error)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return int(e.code) if isinstance(e.code, int) else 2
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        print("graphprobe: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

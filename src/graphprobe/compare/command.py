@@ -1,0 +1,104 @@
+"""The ``graphprobe compare`` subcommand: arguments and exit codes.
+
+Exit codes: 0 done (whatever the verdicts, unless --fail-on says otherwise),
+1 when --fail-on triggers, 2 for a usage or input error (a path that is not a
+dump, a dump that cannot be read; the message goes to stderr).
+
+--fail-on error: any row with Result error. --fail-on warning: any row with
+Result warning or error, any unmatched row, or any step/rank without a
+partner -- everything that is not a clean pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def _pct(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return v
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def register(subparsers: Any) -> None:
+    """Adds ``compare`` to the CLI's subparsers."""
+    p = subparsers.add_parser(
+        "compare",
+        help="compare two dumps (msprobe statistics compare)",
+        description="Compare TARGET (the run under test, msprobe's 'NPU') against BENCH (the reference). "
+        "Each may be a dump.json, a rank*/pid*/proc* folder, a step* folder or a dump root.",
+    )
+    p.add_argument("target", metavar="TARGET")
+    p.add_argument("bench", metavar="BENCH")
+    p.add_argument("-o", "--output", default="compare_output", help="output folder (default: %(default)s)")
+    p.add_argument("--fuzzy", action="store_true", help="match rows ignoring call indices, in execution order")
+    p.add_argument("--fail-on", choices=("warning", "error"), help="exit with 1 when rows reach this verdict")
+    p.add_argument("--input-error-pct", type=_pct, default=10.0, metavar="PCT",
+                   help="error rule: every input NormRelativeErr below this (default: %(default)s)")
+    p.add_argument("--output-error-pct", type=_pct, default=50.0, metavar="PCT",
+                   help="error rule: an output NormRelativeErr above this (default: %(default)s)")
+    p.add_argument("--warning-ratio", type=_pct, default=10.0, metavar="X",
+                   help="warning rule: output above X times the largest input (default: %(default)s)")
+    p.add_argument("--warning-pct", type=_pct, default=10.0, metavar="PCT",
+                   help="warning rule when inputs are exact; first-divergence threshold (default: %(default)s)")
+    p.add_argument("--top", type=_count, default=10, metavar="N", help="worst rows shown per pair (default: %(default)s)")
+    p.add_argument("-j", "--jobs", type=_count, default=0, metavar="N", help="worker processes (default: CPU count)")
+    p.add_argument("--no-report", action="store_true", help="write only the CSVs, no HTML")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the comparison described by ``args``; returns the exit code."""
+    from graphprobe.compare import PairingError, Thresholds, compare
+    from graphprobe.compare.summary import format_summary
+
+    thresholds = Thresholds(args.input_error_pct, args.output_error_pct, args.warning_ratio, args.warning_pct)
+    try:
+        result = compare(
+            args.target,
+            args.bench,
+            args.output,
+            fuzzy=args.fuzzy,
+            thresholds=thresholds,
+            top=args.top,
+            html=not args.no_report,
+            jobs=args.jobs or None,
+            progress=not args.quiet,
+        )
+    except (PairingError, OSError) as e:
+        print(f"graphprobe compare: error: {e}", file=sys.stderr)
+        return 2
+    print(format_summary(result, args.top))
+    if not result.outcomes:
+        print("graphprobe compare: error: nothing to compare: no TARGET/BENCH pair was found", file=sys.stderr)
+        return 2
+    if result.failures:
+        for o in result.failures:
+            print(f"graphprobe compare: error: {o.error}", file=sys.stderr)
+        return 2
+    if args.fail_on == "error" and result.total("error"):
+        return 1
+    if args.fail_on == "warning" and (
+        result.total("error") or result.total("warning") or result.total("unmatched") or result.unpaired
+    ):
+        return 1
+    return 0

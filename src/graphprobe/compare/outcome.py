@@ -1,0 +1,106 @@
+"""Picklable digests of one comparison, passed back from worker processes.
+
+The engine's result stays in the worker (it can hold 100k+ rows); what the
+summary and the caller need is reduced here in one pass over the rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphprobe.compare.pairing import Pair, Unpaired
+
+__all__ = ["CompareRun", "EntryPoint", "PairOutcome", "RowDigest", "digest_rows", "SEVERITY"]
+
+# Order used to rank rows and entries; unmatched rows are not "worse" than an
+# error, and an entry is unmatched only when all its rows are.
+SEVERITY = {"unmatched": -1, "pass": 0, "warning": 1, "error": 2}
+
+
+@dataclass(frozen=True)
+class RowDigest:
+    """One row of the worst-rows table."""
+
+    name: str
+    entry: str
+    role: str
+    result: str
+    norm_rel_err_pct: float | None
+    target_norm: float | None
+    bench_norm: float | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """One entry of the execution-order plot: its largest output
+    NormRelativeErr (any row's when it has no output with one)."""
+
+    index: int
+    entry: str
+    value: float | None
+    result: str
+    first_divergence: bool
+
+
+@dataclass(frozen=True)
+class PairOutcome:
+    """What comparing one pair produced; ``error`` is set instead of the rest
+    when a dump could not be read."""
+
+    pair: Pair
+    csv_path: Path | None = None
+    report_path: Path | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    rows: int = 0
+    first_divergence: str | None = None
+    worst: tuple[RowDigest, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class CompareRun:
+    """Everything ``compare()`` did: one outcome per pair (in pairing order)
+    and what had no partner."""
+
+    outcomes: list[PairOutcome]
+    unpaired: list[Unpaired]
+    output_dir: Path
+
+    @property
+    def failures(self) -> list[PairOutcome]:
+        """Pairs whose dumps could not be read."""
+        return [o for o in self.outcomes if o.error is not None]
+
+    def total(self, result: str) -> int:
+        """Rows with Result ``result`` over all pairs."""
+        return sum(o.counts.get(result, 0) for o in self.outcomes)
+
+
+def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint]]:
+    """The ``top`` worst matched rows (by Result, then NormRelativeErr, NaN
+    counting as worst) and the per-entry plot series, from an engine result.
+    Both reductions run in C++; only their results cross into Python."""
+    worst = []
+    for row in result.worst_rows(max(top, 0)):
+        t, b = row.target_stats, row.bench_stats
+        worst.append(
+            RowDigest(
+                name=row.name,
+                entry=row.entry,
+                role=row.role,
+                result=row.result,
+                norm_rel_err_pct=row.norm_rel_err_pct,
+                target_norm=t[3] if t else None,
+                bench_norm=b[3] if b else None,
+                reasons=tuple(row.reasons),
+            )
+        )
+    entries = result.target_entries
+    points = [
+        EntryPoint(i, entries[i], value, verdict, marked)
+        for i, (value, verdict, marked) in enumerate(result.entry_summaries())
+    ]
+    return worst, points
