@@ -78,6 +78,15 @@ ENTRY_RULES = [
     # warning_ratio 2: in 5 %, out 12 % > 10 %: warning.
     ("custom ratio", entry([tensor(10.5)], [tensor(11.2)]), entry([tensor(10.0)], [tensor(10.0)]),
      {"warning_ratio": 2.0}, {"output.0": "warning"}),
+    # The noise floor (graphprobe's addition): in 1e-8 %, out 5e-4 % is 50000x
+    # the input's, but below noise_pct (1e-3 %): rounding noise, pass. Out 2e-3 %
+    # is above the floor: warning. A raised floor silences it again.
+    ("noise floor", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 5e-6))]),
+     entry([tensor(10.0)], [tensor(10.0)]), {}, {"output.0": "pass"}),
+    ("above noise floor", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 2e-5))]),
+     entry([tensor(10.0)], [tensor(10.0)]), {}, {"output.0": "warning"}),
+    ("raised noise floor", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 2e-5))]),
+     entry([tensor(10.0)], [tensor(10.0)]), {"noise_pct": 0.01}, {"output.0": "pass"}),
     # NaN target Max with finite bench Max: error on that row, whatever the norms.
     ("nan max", entry([tensor(10.0, mx=NAN)], [tensor(10.0)]), entry([tensor(10.0)], [tensor(10.0)]), {},
      {"input.0": "error", "output.0": "pass"}),

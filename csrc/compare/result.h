@@ -29,6 +29,10 @@ struct Thresholds {
   double warning_ratio = 10.0;     // warning rule: output > ratio x largest input
   double warning_pct = 10.0;       // ... or above this when the inputs' is 0;
                                    // also what first-divergence calls "bad"
+  // graphprobe's addition to msprobe's ratio rule: outputs at or below this
+  // are rounding noise, whatever the ratio (fp32 kernels that fuse or reorder
+  // differ by ~1e-6 relative, i.e. 1e-4 %, with inputs equal to ~1e-8 %).
+  double noise_pct = 0.001;
 };
 
 struct CompareOptions {

@@ -53,7 +53,7 @@ void entry_rules(const Dump& target, std::vector<CompareRow>& rows, size_t begin
       r.raise(Verdict::kError, "output NormRelativeErr " + pct(*n) + " > " + pct(th.output_error_pct) +
                                    " while every input's is < " + pct(th.input_error_pct));
     if (largest_input > 0) {
-      if (*n > th.warning_ratio * largest_input)
+      if (*n > th.warning_ratio * largest_input && *n > th.noise_pct)
         r.raise(Verdict::kWarning, "output NormRelativeErr " + pct(*n) + " > " + format_number(th.warning_ratio) +
                                        "x the largest input's (" + pct(largest_input) + ")");
     } else if (*n > th.warning_pct) {

@@ -11,7 +11,9 @@
 //    > output_error_pct -> that output row;
 //  * warning: an output's NormRelativeErr > warning_ratio x the largest
 //    input one, or > warning_pct when that largest is 0 or there are no
-//    tensor inputs -> that output row.
+//    tensor inputs -> that output row. Outputs at or below noise_pct never
+//    get the ratio warning (msprobe has no such floor and flags rounding
+//    noise, e.g. 1e-6 % against 1e-8 %).
 // NaN NormRelativeErrs (NaN on both sides) are not "below" anything, so an
 // entry with one among its inputs never gets the error rule, and they are
 // left out of the "largest input" of the warning rule.

@@ -58,19 +58,21 @@ PYBIND11_MODULE(_compare, m) {
 
   py::class_<gc::CompareOptions>(m, "CompareOptions", "Matching mode and verdict thresholds (percentages).")
       .def(py::init([](bool fuzzy, double input_error_pct, double output_error_pct, double warning_ratio,
-                       double warning_pct) {
+                       double warning_pct, double noise_pct) {
              gc::CompareOptions o;
              o.fuzzy = fuzzy;
-             o.thresholds = {input_error_pct, output_error_pct, warning_ratio, warning_pct};
+             o.thresholds = {input_error_pct, output_error_pct, warning_ratio, warning_pct, noise_pct};
              return o;
            }),
            py::kw_only(), py::arg("fuzzy") = false, py::arg("input_error_pct") = 10.0,
-           py::arg("output_error_pct") = 50.0, py::arg("warning_ratio") = 10.0, py::arg("warning_pct") = 10.0)
+           py::arg("output_error_pct") = 50.0, py::arg("warning_ratio") = 10.0, py::arg("warning_pct") = 10.0,
+           py::arg("noise_pct") = 0.001)
       .def_readwrite("fuzzy", &gc::CompareOptions::fuzzy)
       .def_property_readonly("input_error_pct", [](const gc::CompareOptions& o) { return o.thresholds.input_error_pct; })
       .def_property_readonly("output_error_pct", [](const gc::CompareOptions& o) { return o.thresholds.output_error_pct; })
       .def_property_readonly("warning_ratio", [](const gc::CompareOptions& o) { return o.thresholds.warning_ratio; })
-      .def_property_readonly("warning_pct", [](const gc::CompareOptions& o) { return o.thresholds.warning_pct; });
+      .def_property_readonly("warning_pct", [](const gc::CompareOptions& o) { return o.thresholds.warning_pct; })
+      .def_property_readonly("noise_pct", [](const gc::CompareOptions& o) { return o.thresholds.noise_pct; });
 
   py::class_<RowView>(m, "Row", "One compare row (one tensor); stats are (Max, Min, Mean, Norm).")
       .def_property_readonly("name", [](const RowView& v) { return v.any().name; })

@@ -19,6 +19,7 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 SUBCOMMANDS: dict[str, str] = {
     "compare": "graphprobe.compare.command:register",
+    "demo": "graphprobe.demo.command:register",
 }
 
 

@@ -50,13 +50,16 @@ class Thresholds:
       above ``output_error_pct``;
     * warning when an output is above ``warning_ratio`` times the largest
       input, or above ``warning_pct`` when that is 0;
-    * ``warning_pct`` is also what the first-divergence search calls bad.
+    * ``warning_pct`` is also what the first-divergence search calls bad;
+    * outputs at or below ``noise_pct`` never get the ratio warning: that is
+      rounding noise (graphprobe's addition; msprobe flags it).
     """
 
     input_error_pct: float = 10.0
     output_error_pct: float = 50.0
     warning_ratio: float = 10.0
     warning_pct: float = 10.0
+    noise_pct: float = 0.001
 
 
 def _engine():  # type: ignore[no-untyped-def]

@@ -59,6 +59,8 @@ def register(subparsers: Any) -> None:
                    help="warning rule: output above X times the largest input (default: %(default)s)")
     p.add_argument("--warning-pct", type=_pct, default=10.0, metavar="PCT",
                    help="warning rule when inputs are exact; first-divergence threshold (default: %(default)s)")
+    p.add_argument("--noise-pct", type=_pct, default=0.001, metavar="PCT",
+                   help="outputs at or below this never get the ratio warning (default: %(default)s)")
     p.add_argument("--top", type=_count, default=10, metavar="N", help="worst rows shown per pair (default: %(default)s)")
     p.add_argument("-j", "--jobs", type=_count, default=0, metavar="N", help="worker processes (default: CPU count)")
     p.add_argument("--no-report", action="store_true", help="write only the CSVs, no HTML")
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from graphprobe.compare import PairingError, Thresholds, compare
     from graphprobe.compare.summary import format_summary
 
-    thresholds = Thresholds(args.input_error_pct, args.output_error_pct, args.warning_ratio, args.warning_pct)
+    thresholds = Thresholds(args.input_error_pct, args.output_error_pct, args.warning_ratio, args.warning_pct,
+                            args.noise_pct)
     try:
         result = compare(
             args.target,

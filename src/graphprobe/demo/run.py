@@ -165,11 +165,11 @@ def run_demo(options: DemoOptions) -> DemoResult:
     runner = _cuda_graph_runner if graph_mode == "cuda-graph" else _compiled_runner
     _record(target, inputs, _write_config(os.path.join(out, "graph.json"), target_dir, options.level), runner, say)
 
-    say("[3/3] compare")
-    from graphprobe.compare import compare_dumps
+    say("[3/3] compare: graph mode (target) against eager (bench)")
+    from graphprobe.compare import compare
 
-    report = compare_dumps(target_dir, bench_dir, out_dir=os.path.join(out, "compare"))
-    first = report.first_divergence
-    result = DemoResult(graph_mode, bench_dir, target_dir, report, first, prefix)
+    run = compare(target_dir, bench_dir, os.path.join(out, "compare"), progress=False)
+    first = next((o.first_divergence for o in run.outcomes if o.first_divergence), None)
+    result = DemoResult(graph_mode, bench_dir, target_dir, run, first, prefix)
     result.extra["seconds"] = time.time() - t0
     return result

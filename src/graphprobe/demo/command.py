@@ -1,0 +1,64 @@
+"""The ``graphprobe demo`` subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def _steps(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Adds ``demo`` to the CLI's subparsers."""
+    p = subparsers.add_parser(
+        "demo",
+        help="record eager vs graph mode on a small transformer and compare them",
+        description="Records a small transformer (fixed random weights) in eager mode as the reference and in "
+        "graph mode (CUDA graphs on a GPU, torch.compile otherwise) as the run under test, then compares them. "
+        "With --inject-fault the graph-mode run has one module's output scaled, and the compare must name it.",
+    )
+    p.add_argument("--inject-fault", metavar="MODULE[:SCALE]",
+                   help="scale MODULE's output (default scale 2.0) in the graph-mode run, e.g. layers.1.mlp")
+    p.add_argument("--level", choices=("L0", "L1", "mix"), default="L0", help="what to record (default: %(default)s)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: %(default)s)")
+    p.add_argument("--steps", type=_steps, default=3, help="recorded steps (default: %(default)s)")
+    p.add_argument("--out", default="./graphprobe_demo", help="output folder (default: %(default)s)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the demo; exit 0 when the outcome is the expected one (the fault,
+    if any, is the first divergence; without one, no row is an error)."""
+    from graphprobe.compare.summary import format_summary
+    from graphprobe.config import ConfigError
+    from graphprobe.demo.run import DemoOptions, run_demo
+
+    try:
+        result = run_demo(DemoOptions(out=args.out, level=args.level, device=args.device, steps=args.steps,
+                                      inject_fault=args.inject_fault))
+    except (ValueError, ConfigError) as e:
+        print(f"graphprobe demo: error: {e}", file=sys.stderr)
+        return 2
+    compare_run = result.compare
+    print(format_summary(compare_run, 5))
+    print(f"\nreference (eager):    {result.bench_dir}")
+    print(f"under test ({result.graph_mode}): {result.target_dir}")
+    for o in compare_run.outcomes:
+        print(f"{o.pair.label}: CSV {o.csv_path}\n{' ' * len(o.pair.label)}  report {o.report_path}")
+    print(f"\nfirst divergence: {result.first_divergence or 'none'}")
+    if result.faulty_entry_prefix:
+        found = bool(result.first_divergence and result.first_divergence.startswith(result.faulty_entry_prefix))
+        print(f"injected fault: {args.inject_fault} -> {'found' if found else 'NOT found'} as the first divergence")
+        return 0 if found else 1
+    return 0 if compare_run.total("error") == 0 else 1
