@@ -32,3 +32,20 @@ def test_unwritable_step_folder_then_recovery(write_config, read_step, tmp_path)
     files = list((tmp_path / "dump" / "step1").glob("*/dump.json"))
     assert stat.S_IMODE(os.stat(files[0]).st_mode) & 0o137 == 0  # files 0640
     assert not list((tmp_path / "dump").rglob("*.tmp.*")), "no temporary file is left behind"
+
+
+def test_symlink_at_dump_json_is_replaced_not_followed(write_config, read_step, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    model = torch.nn.Sequential(torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    folder = tmp_path / "dump" / "step0" / f"pid{os.getpid()}"
+    folder.mkdir(parents=True)
+    (folder / "dump.json").symlink_to(victim)
+    model(torch.ones(2))
+    dumper.step()
+    dumper.stop()
+    assert victim.read_text() == "precious"
+    assert not (folder / "dump.json").is_symlink()
+    assert list(read_step(str(tmp_path / "dump"), 0)["data"]) == ["Module.0.ReLU.forward.0"]
