@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import stat
 import sys
 
 import torch
@@ -52,11 +53,17 @@ def _checked_path(path: str) -> str:
     if os.path.isdir(full):
         raise IsADirectoryError(f"acl_save: path {path!r} names a folder; give a file name such as 'dump/act.pt'")
     parent = os.path.dirname(full)
-    if not os.path.exists(parent):
+    try:
+        st = os.stat(parent)
+    except FileNotFoundError:
         raise FileNotFoundError(
             f"acl_save: the folder of {path!r} does not exist ({parent}); create it before saving"
-        )
-    if not os.path.isdir(parent):
+        ) from None
+    except NotADirectoryError:
+        raise NotADirectoryError(f"acl_save: a parent of {path!r} is not a folder ({parent})") from None
+    except PermissionError:
+        raise PermissionError(f"acl_save: the folder of {path!r} cannot be reached ({parent}): permission denied") from None
+    if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(f"acl_save: the parent of {path!r} is not a folder ({parent})")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(f"acl_save: the folder of {path!r} is not writable ({parent})")
