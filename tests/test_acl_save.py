@@ -391,3 +391,36 @@ def test_unreported_errors_are_printed_at_exit(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert "1 acl_save write(s) failed" in r.stderr and "x_0.pt" in r.stderr
+
+
+# ----------------------------------------------------------------- inputs with extra state
+
+
+def test_requires_grad_and_inference_mode_inputs(tmp_path):
+    w = torch.randn(3, 3, requires_grad=True)
+    y = w * 2
+    assert graphprobe.acl_save(y, tmp_path / "g.pt") is y
+    y.sum().backward()  # the save does not disturb autograd
+    with torch.inference_mode():
+        z = torch.arange(4.0)
+        graphprobe.acl_save(z, tmp_path / "g.pt")
+    graphprobe.flush()
+    saved = _load(tmp_path / "g_0.pt")
+    assert not saved.requires_grad
+    _assert_bitwise(saved, y.detach())
+    _assert_bitwise(_load(tmp_path / "g_1.pt"), torch.arange(4.0))
+
+
+def test_conjugate_and_negative_views_are_saved_as_their_values(tmp_path):
+    c = torch.randn(4, dtype=torch.complex64)
+    graphprobe.acl_save(c.conj(), tmp_path / "c.pt")
+    graphprobe.acl_save(torch.ops.aten._neg_view(torch.randn(3)).clone(), tmp_path / "n.pt")
+    graphprobe.flush()
+    saved = _load(tmp_path / "c_0.pt")
+    assert not saved.is_conj()
+    _assert_bitwise(saved, c.conj().resolve_conj())
+
+
+def test_sparse_input_is_refused_with_a_clear_message(tmp_path):
+    with pytest.raises(TypeError, match="only dense"):
+        graphprobe.acl_save(torch.eye(3).to_sparse(), tmp_path / "s.pt")

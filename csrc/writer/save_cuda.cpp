@@ -123,7 +123,7 @@ void CUDART_CB on_replay(void* payload) {
 void save_captured(const at::Tensor& x, const std::string& path, cudaStream_t stream) {
   // Under capture this records a copy kernel into the graph (its buffer comes
   // from the graph's pool and is read by the copy below in stream order).
-  const at::Tensor src = x.contiguous();
+  const at::Tensor src = x.resolve_conj().resolve_neg().contiguous();
   auto point = std::make_unique<ReplayPoint>();
   point->path = path;
   point->dtype = x.scalar_type();
@@ -148,13 +148,18 @@ void save_captured(const at::Tensor& x, const std::string& path, cudaStream_t st
 }
 
 void save_cuda(const at::Tensor& x, c10::string_view path) {
+  TORCH_CHECK(x.layout() == c10::kStrided, "graphprobe.acl_save: only dense (strided) tensors can be saved, got a ",
+              x.layout(), " tensor");
   const c10::cuda::CUDAGuard guard(x.device());
+  // The autograd fallback leaves grad mode on: copies made here must not join
+  // the autograd graph, nor be saved with requires_grad.
+  const at::Tensor v = x.detach();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   const std::string p(path);
   if (capture::stream_is_capturing(stream)) {
-    save_captured(x, p, stream);
+    save_captured(v, p, stream);
   } else {
-    save_eager(x, p, stream);
+    save_eager(v, p, stream);
   }
 }
 

@@ -141,31 +141,41 @@ void Writer::ensure_thread_locked() {
 
 void Writer::run() {
   for (;;) {
-    Entry* chosen = nullptr;
-    std::vector<Entry*> waiting;
+    // A snapshot of the queue, oldest first: whether each job's bytes are on
+    // the host already or still wait for a device copy.
+    std::vector<std::pair<Entry*, bool>> snapshot;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stop_ and drained
       for (auto& e : queue_) {
-        if (!e->job.ready) {
-          chosen = e.get();
-          break;
-        }
-        waiting.push_back(e.get());
+        snapshot.emplace_back(e.get(), e->job.ready == nullptr);
+        if (snapshot.back().second) break;  // nothing after it can be older
       }
     }
-    // Device copies are polled without the lock: the CUDA runtime may hold
-    // internal locks while a host callback runs, and that callback may be
-    // waiting for this mutex. Only this thread removes entries, so the
-    // pointers stay valid.
+    // The oldest job whose data is on the host. Jobs are written in order,
+    // except that one still waiting for its device copy does not hold back
+    // later ones (a graph's host callback may be waiting for their budget,
+    // on the very stream the copy is queued on). Device copies are polled
+    // without the lock: the CUDA runtime may hold internal locks while a host
+    // callback runs, and that callback may be waiting for this mutex. Only
+    // this thread removes entries, so the pointers stay valid.
+    Entry* chosen = nullptr;
     std::string ready_error;
-    for (size_t i = 0; !chosen && i < waiting.size(); ++i) {
+    for (const auto& [entry, on_host] : snapshot) {
+      if (on_host) {
+        chosen = entry;
+        break;
+      }
       try {
-        if (waiting[i]->job.ready->done()) chosen = waiting[i];
+        if (entry->job.ready->done()) {
+          chosen = entry;
+          break;
+        }
       } catch (const std::exception& e) {
-        chosen = waiting[i];
+        chosen = entry;
         ready_error = std::string("the device-to-host copy failed: ") + e.what();
+        break;
       }
     }
     if (!chosen) {

@@ -86,6 +86,8 @@ def acl_save(x: torch.Tensor, path: str | os.PathLike) -> torch.Tensor:
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"acl_save: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"acl_save: only dense (strided) tensors can be saved, got layout {x.layout}")
     _ops.save(x, _checked_path(path))
     return x
 
