@@ -424,3 +424,40 @@ def test_conjugate_and_negative_views_are_saved_as_their_values(tmp_path):
 def test_sparse_input_is_refused_with_a_clear_message(tmp_path):
     with pytest.raises(TypeError, match="only dense"):
         graphprobe.acl_save(torch.eye(3).to_sparse(), tmp_path / "s.pt")
+
+
+def test_opcheck(tmp_path):
+    """Schema, fake kernel, autograd registration and AOT dispatch of the op.
+    Each check executes the op, so it writes files: that is the contract."""
+    results = torch.library.opcheck(torch.ops.graphprobe.save.default, (torch.randn(3, 4), str(tmp_path / "o.pt")))
+    assert set(results.values()) == {"SUCCESS"}, results
+    graphprobe.flush()
+    assert len(os.listdir(tmp_path)) >= 1
+
+
+def test_fork_child_saves_and_exits_without_hanging(tmp_path):
+    """A child forked while the parent has writes pending gets a fresh writer:
+    its saves are written, and its exit (atexit: flush + join) cannot wait for
+    the parent's jobs or join the parent's thread."""
+    r = _run_py(
+        f"""
+        import os, torch, graphprobe
+        for i in range(40):
+            graphprobe.acl_save(torch.full((1 << 16,), float(i)), {str(tmp_path / "p.pt")!r})
+        pid = os.fork()
+        if pid == 0:
+            graphprobe.acl_save(torch.ones(5), {str(tmp_path / "child.pt")!r})
+            graphprobe.flush()
+            raise SystemExit(0)  # runs atexit in the child
+        _, status = os.waitpid(pid, 0)
+        graphprobe.flush()
+        print("child status", status)
+        """,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "child status 0" in r.stdout, (r.stdout, r.stderr)
+    names = set(os.listdir(tmp_path))
+    assert {f"p_{i}.pt" for i in range(40)} <= names
+    assert "child_0.pt" in names
+    _assert_bitwise(_load(tmp_path / "child_0.pt"), torch.ones(5))

@@ -1,5 +1,7 @@
 #include "writer/writer.h"
 
+#include <pthread.h>
+
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -59,6 +61,42 @@ std::string numbered_name(const std::string& path, int64_t n) {
 }
 
 // ---------------------------------------------------------------- Writer
+
+Writer::Writer() {
+  // Registered once, with the process-lifetime writer.
+  ::pthread_atfork(&Writer::before_fork, &Writer::after_fork_in_parent, &Writer::after_fork_in_child);
+}
+
+// Holding the mutex across fork() makes the child's copy of the writer state
+// consistent (no half-done update by another thread).
+void Writer::before_fork() { get().mu_.lock(); }
+void Writer::after_fork_in_parent() { get().mu_.unlock(); }
+
+void Writer::after_fork_in_child() {
+  // Only the forking thread exists in the child: the writer thread and any
+  // producer or flush() waiting in the parent are gone. The parent writes the
+  // jobs it queued; the child starts with an empty writer (numbering and the
+  // budget carry over). The parent's objects are abandoned, not destroyed:
+  // destroying them would join a thread that does not exist here, or free
+  // CUDA events and pinned blocks that belong to the parent's context.
+  Writer& w = get();
+  for (auto& e : w.queue_) (void)e.release();  // deliberately leaked, see above
+  w.queue_.clear();
+  w.outstanding_.clear();
+  w.in_flight_ = 0;
+  w.device_pending_ = 0;
+  w.peak_ = 0;
+  w.submitted_ = 0;
+  w.unreported_ = 0;
+  w.messages_.clear();
+  w.stop_ = false;
+  w.joining_ = false;
+  ::new (static_cast<void*>(&w.thread_)) std::thread();  // forget the parent's thread without joining it
+  ::new (static_cast<void*>(&w.work_cv_)) std::condition_variable();  // no waiters can exist here
+  ::new (static_cast<void*>(&w.space_cv_)) std::condition_variable();
+  ::new (static_cast<void*>(&w.done_cv_)) std::condition_variable();
+  w.mu_.unlock();  // locked by before_fork(), in this very thread
+}
 
 Writer& Writer::get() {
   static Immortal<Writer> w;

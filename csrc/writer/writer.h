@@ -146,7 +146,12 @@ class Writer {
   friend class Reservation;
   template <class T>
   friend class graphprobe::Immortal;
-  Writer() = default;
+  Writer();
+
+  // fork(): the child has no writer thread; see after_fork_in_child.
+  static void before_fork();
+  static void after_fork_in_parent();
+  static void after_fork_in_child();
 
   void release(size_t bytes, bool device_pending);
   void run();
@@ -172,7 +177,6 @@ class Writer {
   size_t device_pending_ = 0;  // part of in_flight_ still waiting for a device copy
   size_t peak_ = 0;
   int64_t submitted_ = 0;
-  int64_t finished_ = 0;
   int64_t files_written_ = 0;
   int64_t failed_ = 0;
 
