@@ -140,13 +140,15 @@ void Writer::submit(Reservation r, WriteJob job) {
   entry->job = std::move(job);
   {
     const std::lock_guard<std::mutex> lock(mu_);
+    // First: if no thread can be started this throws with nothing queued,
+    // and the reservation returns its bytes.
+    ensure_thread_locked();
     entry->bytes = r.bytes_;
     entry->device_pending = r.device_pending_;
     r.w_ = nullptr;  // the bytes now belong to the queued job
     entry->seq = submitted_++;
     outstanding_.insert(entry->seq);
     queue_.push_back(std::move(entry));
-    ensure_thread_locked();
   }
   work_cv_.notify_one();
 }
