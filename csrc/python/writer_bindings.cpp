@@ -1,8 +1,47 @@
+#include <pybind11/pybind11.h>
+
 #include "python/bindings.h"
+#include "writer/writer.h"
+
+namespace py = pybind11;
 
 namespace graphprobe::python {
 
-// The asynchronous writer (acl_save) binds its controls here.
-void bind_writer(pybind11::module_&) {}
+// The asynchronous writer (acl_save). Every call that can wait releases the
+// GIL: the writer thread never takes it, but other Python threads should run.
+void bind_writer(py::module_& m) {
+  using writer::Writer;
+  m.def(
+      "writer_flush",
+      [] {
+        py::gil_scoped_release nogil;
+        Writer::get().flush();
+      },
+      "Waits until every acl_save write submitted so far is on disk; raises IoError (an OSError) describing "
+      "the writes that failed since the last flush.");
+  m.def(
+      "writer_shutdown",
+      [] {
+        py::gil_scoped_release nogil;
+        return Writer::get().shutdown();
+      },
+      "Drains the writer and joins its thread (interpreter exit); returns the unreported error text.");
+  m.def(
+      "writer_set_budget", [](size_t bytes) { Writer::get().set_budget(bytes); }, py::arg("bytes"),
+      "Sets the byte budget for acl_save data in flight; producers wait while it is full.");
+  m.def("writer_reset_peak", [] { Writer::get().reset_peak(); });
+  m.def("writer_stats", [] {
+    const writer::Stats s = Writer::get().stats();
+    py::dict d;
+    d["budget_bytes"] = s.budget_bytes;
+    d["bytes_in_flight"] = s.bytes_in_flight;
+    d["peak_bytes_in_flight"] = s.peak_bytes_in_flight;
+    d["files_written"] = s.files_written;
+    d["failed_writes"] = s.failed_writes;
+    d["pending"] = s.pending;
+    return d;
+  });
+  m.attr("WRITER_DEFAULT_BUDGET") = writer::kDefaultBudgetBytes;
+}
 
 }  // namespace graphprobe::python

@@ -13,13 +13,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# `graphprobe.save` is the function (msprobe's alias of acl_save); it shadows
+# the submodule of the same name: use `from graphprobe.save import ...`.
+from graphprobe.save import acl_save, flush, save  # noqa: E402  (isort: skip)
+
 __all__ = [
     "AclGraphDumper",
     "ConfigError",
     "DumpConfig",
     "DumpWriteError",
     "GraphDumper",
+    "acl_save",
+    "flush",
     "load_config",
+    "save",
 ]
 
 _LAZY = {

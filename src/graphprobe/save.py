@@ -1,0 +1,156 @@
+"""acl_save: save a whole tensor every time it is computed, also inside graphs.
+
+``acl_save(x, "./dump/act.pt")`` writes ``./dump/act_0.pt``, ``act_1.pt``, …
+— one file per *execution* (eager call, compiled call, or CUDA graph replay),
+numbered per path when the data is taken. ``torch.load`` returns a CPU tensor
+equal bit for bit to ``x`` at that execution.
+
+The work is done by the ``graphprobe::save`` operator and a bounded writer
+thread in C++ (csrc/writer): the op copies ``x`` (on CUDA asynchronously; in
+a captured graph through a host callback on every replay) and a writer thread
+serialises ``.pt`` files. Call :func:`flush` to wait for the files and to see
+write errors. See docs/acl_save.md.
+
+Example::
+
+    import graphprobe
+    y = graphprobe.acl_save(model_part(x), "./dump/act.pt")
+    ...
+    graphprobe.flush()          # files complete, write errors raised here
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import stat
+import sys
+
+import torch
+
+from graphprobe import _ops
+from graphprobe._ops import _C
+
+__all__ = ["acl_save", "save", "flush", "set_write_budget", "writer_stats", "WriteError"]
+
+#: Raised by :func:`flush` when writes failed on the writer thread (an OSError).
+WriteError = _C.IoError
+
+#: Bytes of saved data that may be in flight (copied, not yet written) at once.
+DEFAULT_WRITE_BUDGET: int = int(_C.WRITER_DEFAULT_BUDGET)
+
+
+@torch.compiler.assume_constant_result
+def _checked_path(path: str) -> str:
+    """The absolute form of ``path`` once its folder is known to be writable.
+
+    Runs when ``acl_save`` is called: eagerly, while dynamo traces (its result
+    is a constant of the compiled graph), or while a CUDA graph is captured.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"acl_save: path must be a str or os.PathLike, got {type(path).__name__}")
+    full = os.path.abspath(os.fspath(path))
+    if os.path.isdir(full):
+        raise IsADirectoryError(f"acl_save: path {path!r} names a folder; give a file name such as 'dump/act.pt'")
+    parent = os.path.dirname(full)
+    try:
+        st = os.stat(parent)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"acl_save: the folder of {path!r} does not exist ({parent}); create it before saving"
+        ) from None
+    except NotADirectoryError:
+        raise NotADirectoryError(f"acl_save: a parent of {path!r} is not a folder ({parent})") from None
+    except PermissionError:
+        raise PermissionError(f"acl_save: the folder of {path!r} cannot be reached ({parent}): permission denied") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"acl_save: the parent of {path!r} is not a folder ({parent})")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"acl_save: the folder of {path!r} is not writable ({parent})")
+    return full
+
+
+def acl_save(x: torch.Tensor, path: str | os.PathLike) -> torch.Tensor:
+    """Saves ``x`` to ``{stem}_{n}{suffix}`` beside ``path`` on every execution.
+
+    Returns ``x`` itself (the op returns nothing; it is side-effectful and
+    survives dead-code elimination even when the result is unused).
+
+    Raises, when called (eagerly, at trace time under ``torch.compile``, or at
+    capture time): ``FileNotFoundError`` if the folder of ``path`` is missing,
+    ``NotADirectoryError`` if its parent is not a folder, ``IsADirectoryError``
+    if ``path`` is a folder, ``PermissionError`` if the folder is not writable.
+    Under ``torch.compile`` dynamo re-raises these wrapped in its own
+    RuntimeError subclass (the original is the exception's ``__context__``).
+    Failures of the writes themselves are raised by :func:`flush`.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"acl_save: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"acl_save: only dense (strided) tensors can be saved, got layout {x.layout}")
+    _ops.save(x, _checked_path(path))
+    return x
+
+
+#: msprobe's name is acl_save; ``graphprobe.save`` is the same function.
+save = acl_save
+
+
+def _synchronize_cuda() -> None:
+    # Replays still queued on a device have not run their host callbacks yet;
+    # waiting for the devices makes flush() cover them.
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for device in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(device)
+
+
+def flush() -> None:
+    """Waits until every save executed so far is written.
+
+    Synchronises the CUDA devices in use (so that graph replays still queued
+    have handed over their data), then waits for the writer. Raises
+    :data:`WriteError` (an ``OSError``) naming the files that could not be
+    written since the previous ``flush()``; later saves are unaffected.
+    """
+    _synchronize_cuda()
+    _C.writer_flush()
+
+
+def set_write_budget(nbytes: int) -> None:
+    """Sets the byte budget for saved data in flight (default 256 MiB).
+
+    When copies not yet written reach the budget, the next save waits (on
+    CUDA graph replay: the stream waits) until the writer catches up. A single
+    tensor larger than the budget is admitted once nothing else is in flight.
+    """
+    nbytes = int(nbytes)
+    if nbytes <= 0:
+        raise ValueError(f"set_write_budget: nbytes must be positive, got {nbytes}")
+    _C.writer_set_budget(nbytes)
+
+
+def writer_stats(reset_peak: bool = False) -> dict[str, int]:
+    """The writer's counters: ``budget_bytes``, ``bytes_in_flight``,
+    ``peak_bytes_in_flight``, ``files_written``, ``failed_writes`` (since the
+    process started) and ``pending`` (saves not yet written). With
+    ``reset_peak`` the peak restarts from the current bytes in flight after
+    being read."""
+    stats = dict(_C.writer_stats())
+    if reset_peak:
+        _C.writer_reset_peak()
+    return stats
+
+
+def _at_exit() -> None:
+    # Interpreter exit: write what is pending and join the writer thread. An
+    # exception cannot propagate from here usefully, so failures are printed.
+    try:
+        _synchronize_cuda()
+    except Exception as exc:  # pragma: no cover - a broken device at exit
+        print(f"graphprobe: could not synchronise CUDA at exit: {exc}", file=sys.stderr)
+    errors = _C.writer_shutdown()
+    if errors:
+        print(errors, file=sys.stderr)
+
+
+atexit.register(_at_exit)
