@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import graphprobe
-from graphprobe.save import DEFAULT_WRITE_BUDGET, WriteError, set_write_budget, writer_stats
+from graphprobe.saving import DEFAULT_WRITE_BUDGET, WriteError, set_write_budget, writer_stats
 
 SRC = str(Path(graphprobe.__file__).resolve().parents[1])
 
@@ -236,7 +236,7 @@ def _check_unwritable(ro: Path) -> None:
     drop = "os.setgid(65534); os.setuid(65534)" if os.geteuid() == 0 else "pass"
     r = _run_py(
         f"""
-        import os, torch, graphprobe
+        import os, torch, graphprobe, graphprobe.saving, torch._dynamo  # everything loaded before dropping root
         {drop}
         try:
             graphprobe.acl_save(torch.ones(1), {str(ro / "act.pt")!r})
@@ -336,7 +336,7 @@ def test_file_size_limit_failure_then_recovery(tmp_path):
     r = _run_py(
         f"""
         import resource, signal, os, torch, graphprobe
-        from graphprobe.save import WriteError, writer_stats
+        from graphprobe.saving import WriteError, writer_stats
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a fatal signal
         soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
@@ -384,7 +384,7 @@ def test_unreported_errors_are_printed_at_exit(tmp_path):
     r = _run_py(
         f"""
         import torch
-        import graphprobe
+        import graphprobe.saving  # loads the ops and registers the exit flush
         torch.ops.graphprobe.save(torch.ones(1), {str(tmp_path / "none" / "x.pt")!r})
         """,
         timeout=60,

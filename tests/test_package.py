@@ -10,7 +10,8 @@ import graphprobe
 
 def test_public_api_is_pinned():
     assert sorted(graphprobe.__all__) == sorted(
-        ["AclGraphDumper", "ConfigError", "DumpConfig", "DumpWriteError", "GraphDumper", "load_config"]
+        ["AclGraphDumper", "ConfigError", "DumpConfig", "DumpWriteError", "GraphDumper", "acl_save", "flush",
+         "load_config", "save"]
     )
     assert graphprobe.GraphDumper is graphprobe.AclGraphDumper
     for name in graphprobe.__all__:

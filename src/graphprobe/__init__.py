@@ -13,10 +13,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# `graphprobe.save` is the function (msprobe's alias of acl_save); it shadows
-# the submodule of the same name: use `from graphprobe.save import ...`.
-from graphprobe.save import acl_save, flush, save  # noqa: E402  (isort: skip)
-
 __all__ = [
     "AclGraphDumper",
     "ConfigError",
@@ -36,6 +32,9 @@ _LAZY = {
     "ConfigError": "graphprobe.config",
     "DumpConfig": "graphprobe.config",
     "load_config": "graphprobe.config",
+    "acl_save": "graphprobe.saving",
+    "save": "graphprobe.saving",
+    "flush": "graphprobe.saving",
 }
 
 

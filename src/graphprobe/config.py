@@ -32,7 +32,7 @@ __all__ = [
 
 TASKS = ("statistics",)
 LEVELS = ("L0", "L1", "mix")
-SUPPORTED_LEVELS = ("L0",)
+SUPPORTED_LEVELS = ("L0", "L1", "mix")
 ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "dump_enable")
 STATISTICS_KEYS = ("list",)
 MAX_PATH = 4096

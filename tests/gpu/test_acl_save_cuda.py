@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import graphprobe
-from graphprobe.save import DEFAULT_WRITE_BUDGET, set_write_budget, writer_stats
+from graphprobe.saving import DEFAULT_WRITE_BUDGET, set_write_budget, writer_stats
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() and os.environ.get("GRAPHPROBE_REQUIRE_GPU") != "1",

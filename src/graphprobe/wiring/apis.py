@@ -1,0 +1,339 @@
+"""L1 wiring: inputs and outputs of torch API calls made during the forward.
+
+A :class:`torch.overrides.TorchFunctionMode` is entered around the wired
+model's ``forward`` (the root's ``forward`` is wrapped, so under
+``torch.compile`` the mode is entered inside the compiled region and dynamo
+traces ``__torch_function__`` inline: the probes become graph nodes, with no
+graph break). For every call to an API of :data:`DEFAULT_APIS` the mode
+probes the positional and keyword inputs before the call and the output
+after it. A ``TorchDispatchMode`` would see aten ops instead, and makes dynamo
+silently skip the frame, so it is not used.
+
+Naming follows msprobe's eager dumper: ``Functional.{api}.{n}.forward``
+(``torch.nn.functional``), ``Torch.{api}.{n}.forward`` (``torch``) and
+``Tensor.{method}.{n}.forward`` (tensor methods and operators); ``{n}`` counts
+the calls of that API in the step, in execution order. A function that is
+reachable under two prefixes (``F.conv2d is torch.conv2d``) takes the first in
+the order Functional, Torch, Tensor.
+
+Operators implemented in C reach a torch-function mode as their method:
+``x * y``, ``2 * x`` and ``x.mul(y)`` all arrive as ``Tensor.mul``, and
+``x += y`` as ``Tensor.add_``. They are recorded under the operator's name
+(``Tensor.__mul__``, ``Tensor.__iadd__``; see :data:`OPERATOR_METHODS`),
+which is what msprobe records for the operator spelling, by far the common
+one in model code; the method spelling is recorded under the operator's name
+too. Operators that PyTorch implements in Python (``2 - x`` is
+``Tensor.__rsub__``, ``x ** 2`` is ``Tensor.__pow__``) arrive as themselves.
+
+Default set (:data:`DEFAULT_APIS`): APIs that compute new values, where
+precision problems appear: linear algebra, convolution, normalisation,
+activations, softmax, attention, embedding, pooling and interpolation,
+elementwise arithmetic and transcendental functions, reductions, losses and
+dtype casts. Skipped: metadata (``size``, ``dim``, ``shape``, ``dtype``),
+views and layout (``view``, ``reshape``, ``permute``, ``transpose``,
+``chunk``, ``split``, ``contiguous``, ``expand``, ``__getitem__``), pure
+data movement (``cat``, ``stack``, ``clone``, ``gather``, ``pad``, device
+copies), factories (``zeros``, ``arange``, ``rand``) and comparisons and
+logical operators; their values are those of their inputs, or carry no
+precision.
+
+Only the outermost API call is recorded: inside ``__torch_function__`` the
+mode is off, so ``F.layer_norm`` does not also record the ``torch.layer_norm``
+it calls, and graphprobe's own probe ops and tensor accesses are never
+recorded. The same holds for an API outside the table: the APIs it calls run
+with the mode off. Module hooks of L0 (``mix``) run inside the mode; their
+probes pass through it unrecorded, since no graphprobe operation is in the
+table. Dynamo hands most APIs to the mode as eager does, but inlines a few
+Python ones; of those in the table, ``F.rms_norm`` reaches the mode as the
+``torch.rms_norm`` it calls, which is therefore named ``Functional.rms_norm``
+(:data:`INLINED_BY_DYNAMO`).
+
+Arguments: functions written in C receive the call as written, in eager and
+under dynamo alike. Functions written in Python (most of
+``torch.nn.functional``) reach the mode, in eager, with the arguments their
+own ``handle_torch_function`` call re-packs, but under dynamo as written at
+the call site; they are bound to their signature so that both give one form:
+every positional-or-keyword parameter in ``input_args``, keyword-only ones in
+``input_kwargs``, defaults filled in (``F.layer_norm`` as ``nn.LayerNorm``
+calls it: ``input, normalized_shape, weight, bias, eps``).
+
+``statistics.list`` keeps the APIs whose ``{Prefix}.{api}`` contains one of
+its keywords (case-insensitive), as it keeps modules at L0.
+
+Observer effect: every recorded tensor becomes an input of an opaque,
+side-effectful op, so under inductor each L1 probe is a fusion barrier and
+forces its tensor to be materialised; pointwise chains that inductor would
+fuse into one kernel run as separate kernels, which can change rounding
+slightly and costs time and memory. L1 perturbs the compiled graph much more
+than L0 (which probes module boundaries only); narrow it with
+``statistics.list``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Mapping
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from graphprobe.wiring.probe import as_output_tuple, matches, probe_part
+
+__all__ = ["ApiWiring", "DEFAULT_APIS", "INLINED_BY_DYNAMO", "OPERATOR_METHODS", "resolve_apis"]
+
+DEFAULT_APIS: dict[str, tuple[str, ...]] = {
+    "Functional": (
+        # linear algebra and convolution
+        "linear", "bilinear", "conv1d", "conv2d", "conv3d",
+        "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+        # normalisation
+        "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
+        "local_response_norm", "normalize",
+        # activations
+        "relu", "relu6", "leaky_relu", "prelu", "elu", "selu", "celu", "gelu", "silu",
+        "mish", "glu", "hardtanh", "hardswish", "hardsigmoid", "softplus", "softsign", "logsigmoid",
+        # softmax and attention
+        "softmax", "log_softmax", "softmin", "scaled_dot_product_attention", "multi_head_attention_forward",
+        # embedding, dropout, pooling, resampling
+        "embedding", "embedding_bag", "dropout",
+        "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+        "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+        "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+        # losses and distances
+        "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
+        "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_similarity",
+    ),
+    "Torch": (
+        # linear algebra
+        "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "addbmm", "baddbmm", "einsum", "tensordot",
+        # normalisation, softmax
+        "layer_norm", "group_norm", "batch_norm", "softmax", "log_softmax",
+        # elementwise arithmetic
+        "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow",
+        "neg", "abs", "reciprocal", "square", "sqrt", "rsqrt", "exp", "exp2", "expm1",
+        "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sigmoid", "relu",
+        "erf", "erfc", "erfinv", "sign", "clamp", "clip", "maximum", "minimum",
+        "where", "lerp", "addcmul", "addcdiv", "masked_fill",
+        # reductions
+        "sum", "mean", "prod", "std", "var", "std_mean", "var_mean", "norm", "max", "min",
+        "amax", "amin", "argmax", "argmin", "logsumexp", "cumsum", "cumprod", "topk",
+    ),
+    "Tensor": (
+        # operators (see OPERATOR_METHODS) and their in-place forms
+        "__add__", "__sub__", "__mul__", "__truediv__", "__matmul__", "__mod__", "__neg__",
+        "__iadd__", "__isub__", "__imul__", "__itruediv__",
+        "__rsub__", "__rtruediv__", "__rmatmul__", "__rmod__", "__floordiv__", "__rfloordiv__",
+        "__pow__", "__rpow__",
+        # linear algebra
+        "mm", "bmm", "addmm", "baddbmm",
+        # elementwise arithmetic
+        "pow", "abs", "reciprocal", "square", "sqrt", "rsqrt", "exp", "log", "log1p",
+        "sin", "cos", "tanh", "sigmoid", "relu", "erf", "clamp", "clip",
+        "lerp", "addcmul", "addcdiv", "masked_fill", "masked_fill_",
+        # softmax and reductions
+        "softmax", "log_softmax", "sum", "mean", "prod", "std", "var", "norm", "max", "min",
+        "amax", "amin", "argmax", "argmin", "logsumexp", "cumsum",
+        # casts
+        "to", "type_as", "float", "half", "bfloat16", "double", "int", "long",
+    ),
+}
+"""The APIs recorded at L1 by default, by msprobe prefix; see the module docstring."""
+
+OPERATOR_METHODS: dict[str, str] = {
+    "__add__": "add",
+    "__sub__": "sub",
+    "__mul__": "mul",
+    "__truediv__": "div",
+    "__matmul__": "matmul",
+    "__mod__": "remainder",
+    "__neg__": "neg",
+    "__iadd__": "add_",
+    "__isub__": "sub_",
+    "__imul__": "mul_",
+    "__itruediv__": "div_",
+}
+"""C-implemented operators → the method that reaches the mode for them."""
+
+INLINED_BY_DYNAMO: dict[str, tuple[str, str]] = {
+    # Dynamo inlines F.rms_norm instead of handing it to the mode; only the
+    # torch.rms_norm it calls arrives, with the same arguments. A direct
+    # torch.rms_norm call is therefore named Functional.rms_norm too.
+    "Functional.rms_norm": ("Torch", "rms_norm"),
+}
+"""API → the function that reaches the mode for it under ``torch.compile``."""
+
+_NAMESPACES: tuple[tuple[str, Any], ...] = (
+    ("Functional", torch.nn.functional),
+    ("Torch", torch),
+    ("Tensor", torch.Tensor),
+)
+
+
+def resolve_apis(
+    keywords: tuple[str, ...] = (), table: Mapping[str, tuple[str, ...]] = DEFAULT_APIS
+) -> dict[Callable[..., Any], str]:
+    """Maps each function of ``table`` that ``keywords`` select to its entry
+    template (``"Functional.linear.{n}.forward"``).
+
+    Names that this torch does not have are left out, so one table serves
+    several torch versions.
+    """
+    entries: dict[Callable[..., Any], str] = {}
+    for prefix, namespace in _NAMESPACES:
+        for api in table.get(prefix, ()):
+            attr = OPERATOR_METHODS.get(api, api) if prefix == "Tensor" else api
+            func = getattr(namespace, attr, None)
+            name = f"{prefix}.{api}"
+            if func is None or func in entries or not matches(name, keywords):
+                continue
+            entries[func] = f"{name}.{{n}}.forward"
+    recorded = set(entries.values())
+    spaces = dict(_NAMESPACES)
+    for name, (prefix, attr) in INLINED_BY_DYNAMO.items():
+        func = getattr(spaces[prefix], attr, None)
+        if func is not None and f"{name}.{{n}}.forward" in recorded:
+            entries[func] = f"{name}.{{n}}.forward"
+    return entries
+
+
+# Parameter kinds of a layout: (name, kind, default) per parameter.
+_POSITIONAL, _KEYWORD_ONLY, _VAR_POSITIONAL, _VAR_KEYWORD = range(4)
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: _POSITIONAL,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: _POSITIONAL,
+    inspect.Parameter.KEYWORD_ONLY: _KEYWORD_ONLY,
+    inspect.Parameter.VAR_POSITIONAL: _VAR_POSITIONAL,
+    inspect.Parameter.VAR_KEYWORD: _VAR_KEYWORD,
+}
+_Layout = tuple[tuple[str, int, Any], ...]
+_REQUIRED = inspect.Parameter.empty
+
+
+def _layout(func: Callable[..., Any]) -> _Layout | None:
+    """The signature of a Python function, precomputed for :func:`_bind`;
+    None for C functions, whose arguments need no binding."""
+    if not inspect.isfunction(func):
+        return None
+    try:
+        # Not followed: a functools.wraps wrapper receives (*args, **kwargs).
+        sig = inspect.signature(func, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return None
+    return tuple((p.name, _KINDS[p.kind], p.default) for p in sig.parameters.values())
+
+
+def _bind(layout: _Layout, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args, kwargs`` bound to ``layout``: positional-or-keyword parameters
+    positional, keyword-only ones by name, defaults filled in. Written for
+    dynamo: no ``inspect`` at call time. Unbindable calls come back as given."""
+    pos: list[Any] = []
+    kw: dict[str, Any] = {}
+    rest = dict(kwargs)
+    i = 0
+    for name, kind, default in layout:
+        if kind == _VAR_POSITIONAL:
+            pos.extend(args[i:])
+            i = len(args)
+        elif kind == _VAR_KEYWORD:
+            kw.update(rest)
+            rest = {}
+        elif kind == _POSITIONAL and i < len(args):
+            pos.append(args[i])
+            i += 1
+        else:
+            value = rest.pop(name) if name in rest else default
+            if value is _REQUIRED:
+                return args, kwargs
+            if kind == _POSITIONAL:
+                pos.append(value)
+            else:
+                kw[name] = value
+    if i < len(args) or rest:
+        return args, kwargs
+    return tuple(pos), kw
+
+
+class _ApiMode(TorchFunctionMode):
+    """Probes the calls to the functions of ``entries``; passes the rest through."""
+
+    def __init__(self, entries: dict[Callable[..., Any], str]) -> None:
+        super().__init__()
+        # Looked up by name, then by identity: dynamo 2.13 misses some Python
+        # functions (Tensor.__rsub__) as dict keys and then fails its own guard.
+        by_name: dict[str, list[tuple[Callable[..., Any], str, _Layout | None]]] = {}
+        for func, entry in entries.items():
+            by_name.setdefault(func.__name__, []).append((func, entry, _layout(func)))
+        self.by_name = {name: tuple(found) for name, found in by_name.items()}
+
+    def lookup(self, func: Callable[..., Any]) -> tuple[str, _Layout | None] | None:
+        """The entry template and argument layout of ``func``; None when not recorded."""
+        for candidate, entry, layout in self.by_name.get(getattr(func, "__name__", ""), ()):
+            if candidate is func:
+                return entry, layout
+        return None
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        found = self.lookup(func)
+        if found is None:
+            return func(*args, **kwargs)
+        entry, layout = found
+        # The mode is off while its __torch_function__ runs, so neither the
+        # probes nor the APIs that ``func`` calls internally come back here.
+        shown_args, shown_kwargs = (args, kwargs) if layout is None else _bind(layout, args, kwargs)
+        probe_part(entry, "input_args", shown_args)
+        probe_part(entry, "input_kwargs", shown_kwargs)
+        out = func(*args, **kwargs)
+        probe_part(entry, "output", as_output_tuple(out))
+        return out
+
+
+class ApiWiring:
+    """Records the selected torch APIs called during ``model``'s forward.
+
+    Wraps ``model.forward`` (an instance attribute, so ``torch.compile``
+    traces the wrapper and the mode it enters); :meth:`remove` restores it.
+    Nothing is wrapped when ``keywords`` select no API.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        keywords: tuple[str, ...],
+        table: Mapping[str, tuple[str, ...]] = DEFAULT_APIS,
+    ) -> None:
+        self.entries = resolve_apis(keywords, table)
+        self._model: torch.nn.Module | None = None
+        self._saved: Any = None
+        if not self.entries:
+            return
+        self._model = model
+        self._saved = model.__dict__.get("forward")  # usually None: forward is the class's method
+        mode = _ApiMode(self.entries)
+        inner = model.forward
+
+        @functools.wraps(inner)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            with mode:
+                return inner(*args, **kwargs)
+
+        model.forward = forward
+
+    def remove(self) -> None:
+        """Restores the model's ``forward``."""
+        model, self._model = self._model, None
+        if model is None:
+            return
+        if self._saved is None:
+            model.__dict__.pop("forward", None)
+        else:
+            model.forward = self._saved
+        self._saved = None
