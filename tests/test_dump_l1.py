@@ -292,8 +292,6 @@ class TwoMuls(torch.nn.Module):
         return (x * 2) * y
 
 
-@pytest.mark.xfail(strict=True, reason="engine: call index n is counted per (entry, place), so calls of one API "
-                   "with different tensor places are mixed up (csrc/format/dump_json.cpp)")
 def test_one_api_with_different_tensor_arguments(write_config, read_step, tmp_path):
     x, y = torch.ones(2), torch.full((2,), 3.0)
     model = TwoMuls()
@@ -308,8 +306,6 @@ def test_one_api_with_different_tensor_arguments(write_config, read_step, tmp_pa
     assert second["input_args"][1]["Max"] == 3.0
 
 
-@pytest.mark.xfail(strict=True, reason="probe_part: a part without tensors has no probe to carry its "
-                   "non-tensor values (src/graphprobe/wiring/probe.py)")
 def test_keyword_arguments_without_tensors_are_kept(write_config, read_step, tmp_path):
     class Sum(torch.nn.Module):
         def forward(self, x):

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -198,22 +199,35 @@ std::string entry_name(const std::string& entry_template, int64_t n) {
 
 std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<TensorRow>& rows,
                             DumpSummary* summary) {
-  std::map<std::pair<std::string, std::string>, int64_t> occurrences;  // (entry, place) -> seen so far
-  std::map<std::pair<std::string, int64_t>, size_t> call_index;         // (entry, n) -> calls[i]
+  // The open (latest) call of each entry.
+  struct Open {
+    size_t call = 0;
+    int64_t started = 0;
+    std::set<std::string> places;
+    bool has_output = false;
+  };
+  std::map<std::string, Open> open;
   std::vector<Call> calls;
 
   for (size_t i = 0; i < rows.size(); ++i) {
     const TensorRow& r = rows[i];
-    const int64_t n = occurrences[{r.entry, r.place}]++;
-    auto key = std::make_pair(r.entry, n);
-    auto it = call_index.find(key);
-    if (it == call_index.end()) {
-      it = call_index.emplace(key, calls.size()).first;
+    const bool is_output = r.place.rfind("output", 0) == 0;
+    auto found = open.find(r.entry);
+    const bool new_call = found == open.end() || found->second.places.count(r.place) > 0 ||
+                          (!is_output && found->second.has_output);
+    if (new_call) {
+      Open& o = open[r.entry];
+      o.call = calls.size();
+      o.places.clear();
+      o.has_output = false;
       calls.emplace_back();
-      calls.back().name = entry_name(r.entry, n);
+      calls.back().name = entry_name(r.entry, o.started++);
       calls.back().root.type = Node::kDict;
+      found = open.find(r.entry);
     }
-    Call& c = calls[it->second];
+    found->second.places.insert(r.place);
+    found->second.has_output = found->second.has_output || is_output;
+    Call& c = calls[found->second.call];
     c.last_row = i;
     c.overwritten = c.overwritten || r.writes > 1;
     insert(&c.root, split(r.place, '.'), tensor_leaf(r));

@@ -4,8 +4,12 @@
 // Rows arrive in execution order. Each row is one tensor of one call: its
 // entry template ("Module.fc.Linear.forward.{n}"), its place in the call
 // ("input_args.0", "input_kwargs.mask", "output.0.1") and its statistics.
-// The k-th row of an (entry, place) pair belongs to the k-th call of that
-// entry in the step, so call indices follow real execution order.
+// A row opens a new call of its entry when its place was already seen in the
+// entry's open call, or when it is an input and the open call already has an
+// output; otherwise it joins the open call. So calls of one entry with
+// different numbers of tensors (an optional mask, `x + 1` then `x + y`) stay
+// apart, and call indices follow real execution order. (A module that calls
+// itself recursively would have its calls merged.)
 
 #include <cstdint>
 #include <string>

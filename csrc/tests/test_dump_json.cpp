@@ -74,6 +74,21 @@ void api_names_put_the_index_before_forward() {
   CHECK_EQ(graphprobe::entry_name("Module.a.A.forward.{n}", 7), std::string("Module.a.A.forward.7"));
 }
 
+void calls_with_different_tensor_counts_stay_apart() {
+  // `x * 2` (one tensor input) then `a * b` (two): the second call's
+  // input_args.1 must not be filed into the first call.
+  const std::string mul = "Tensor.__mul__.{n}.forward";
+  std::vector<TensorRow> rows = {row(mul, "input_args.0", 1, 1, 1, 1, 1), row(mul, "output.0", 2, 2, 2, 4, 1),
+                                 row(mul, "input_args.0", 2, 2, 2, 4, 1), row(mul, "input_args.1", 3, 3, 3, 9, 1),
+                                 row(mul, "output.0", 6, 6, 6, 36, 1)};
+  graphprobe::DumpSummary summary;
+  const std::string doc = graphprobe::build_dump_json("statistics", "L1", rows, &summary);
+  CHECK_EQ(summary.entries, 2);
+  const auto second = doc.find("\"Tensor.__mul__.1.forward\"");
+  CHECK(second != std::string::npos);
+  CHECK(doc.find("\"Max\":3.0") > second);  // input_args.1 belongs to the second call
+}
+
 void kinds_nesting_extras_and_write_counts() {
   TensorRow nan_row = row("E.{n}", "input_args.2.1", 0, 0, 0, 0, 3);
   nan_row.nan_count = 1;
@@ -105,6 +120,7 @@ void run() {
   numbers();
   calls_are_grouped_named_and_ordered_by_completion();
   api_names_put_the_index_before_forward();
+  calls_with_different_tensor_counts_stay_apart();
   kinds_nesting_extras_and_write_counts();
 }
 

@@ -78,7 +78,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from graphprobe.wiring.probe import as_output_tuple, matches, probe_part
+from graphprobe.wiring.probe import matches, probe_inputs, probe_output
 
 __all__ = ["ApiWiring", "DEFAULT_APIS", "INLINED_BY_DYNAMO", "OPERATOR_METHODS", "resolve_apis"]
 
@@ -289,10 +289,9 @@ class _ApiMode(TorchFunctionMode):
         # The mode is off while its __torch_function__ runs, so neither the
         # probes nor the APIs that ``func`` calls internally come back here.
         shown_args, shown_kwargs = (args, kwargs) if layout is None else _bind(layout, args, kwargs)
-        probe_part(entry, "input_args", shown_args)
-        probe_part(entry, "input_kwargs", shown_kwargs)
+        probe_inputs(entry, shown_args, shown_kwargs)
         out = func(*args, **kwargs)
-        probe_part(entry, "output", as_output_tuple(out))
+        probe_output(entry, out)
         return out
 
 

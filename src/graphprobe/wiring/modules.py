@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from graphprobe.wiring.probe import as_output_tuple, matches, probe_part
+from graphprobe.wiring.probe import matches, probe_inputs, probe_output
 
 __all__ = ["ModuleWiring"]
 
@@ -45,14 +45,13 @@ class ModuleWiring:
 
 def _pre_hook(entry: str) -> Any:
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        probe_part(entry, "input_args", args)
-        probe_part(entry, "input_kwargs", kwargs)
+        probe_inputs(entry, args, kwargs)
 
     return hook
 
 
 def _post_hook(entry: str) -> Any:
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-        probe_part(entry, "output", as_output_tuple(output))
+        probe_output(entry, output)
 
     return hook

@@ -37,25 +37,37 @@ def _walk(value: Any, path: str, tensors: list[tuple[str, torch.Tensor]], extras
         extras.append(f"{path}{_FIELD_SEP}{type(value).__name__}{_FIELD_SEP}")
 
 
-def probe_part(entry: str, part: str, value: Any) -> None:
-    """Inserts a probe for every tensor of ``value`` (a tuple, list or dict).
+def probe_parts(entry: str, parts: tuple[tuple[str, Any], ...]) -> None:
+    """Inserts a probe for every tensor of the given parts of one call.
 
     ``entry`` is the record name template with ``{n}`` for the call index;
-    ``part`` is ``input_args``, ``input_kwargs`` or ``output``. The part's
-    non-tensor leaves travel with its first probe.
+    ``parts`` pairs ``input_args``/``input_kwargs``/``output`` with a tuple,
+    list or dict. The non-tensor leaves of all the parts travel with the first
+    probe, so a part without any tensor (``x.sum(dim=0)``'s kwargs) keeps them.
     """
     tensors: list[tuple[str, torch.Tensor]] = []
     extras: list[str] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _walk(item, f"{part}.{key}", tensors, extras)
-    else:
-        for i, item in enumerate(value):
-            _walk(item, f"{part}.{i}", tensors, extras)
+    for part, value in parts:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _walk(item, f"{part}.{key}", tensors, extras)
+        else:
+            for i, item in enumerate(value):
+                _walk(item, f"{part}.{i}", tensors, extras)
     first = True
     for place, tensor in tensors:
         record_stats(tensor, entry, place, tensor.requires_grad, _RECORD_SEP.join(extras) if first else "")
         first = False
+
+
+def probe_inputs(entry: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Probes a call's positional and keyword inputs."""
+    probe_parts(entry, (("input_args", args), ("input_kwargs", kwargs)))
+
+
+def probe_output(entry: str, output: Any) -> None:
+    """Probes a call's output (a single value is listed as a one-element list)."""
+    probe_parts(entry, (("output", as_output_tuple(output)),))
 
 
 def as_output_tuple(output: Any) -> Any:
