@@ -120,6 +120,7 @@ def compare_pair(
         counts=dict(result.counts),
         rows=len(result),
         first_divergence=result.first_divergence,
+        first_divergence_index=next((p.index for p in points if p.first_divergence), None),
         worst=tuple(worst),
     )
 

@@ -56,6 +56,9 @@ class PairOutcome:
     counts: dict[str, int] = field(default_factory=dict)
     rows: int = 0
     first_divergence: str | None = None
+    # Position of the first divergence in the target's execution order: what
+    # makes "which rank went wrong first" comparable across ranks.
+    first_divergence_index: int | None = None
     worst: tuple[RowDigest, ...] = ()
     error: str | None = None
 

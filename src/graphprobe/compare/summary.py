@@ -8,7 +8,7 @@ from typing import TextIO
 
 from graphprobe.compare.outcome import CompareRun
 
-__all__ = ["ProgressBar", "format_summary"]
+__all__ = ["ProgressBar", "cross_rank_lines", "format_summary"]
 
 _RESULTS = ("pass", "warning", "error", "unmatched")
 
@@ -33,6 +33,7 @@ def format_summary(run: CompareRun, top: int) -> str:
             continue
         counts = "  ".join(f"{o.counts.get(r, 0):>9}" for r in _RESULTS)
         lines.append(f"{o.pair.label:<{width}}  {counts}  {o.first_divergence or '-'}")
+    lines.extend(cross_rank_lines(run))
     for o in run.outcomes:
         if o.error is not None or not o.worst or top <= 0:
             continue
@@ -52,6 +53,33 @@ def format_summary(run: CompareRun, top: int) -> str:
         for u in run.unpaired:
             lines.append(f"  {u.side}: {u.what}  ({u.path})")
     return "\n".join(lines)
+
+
+def cross_rank_lines(run: CompareRun) -> list[str]:
+    """For each step compared on several ranks: which ranks diverge, the
+    earliest first (by position in execution order), and where."""
+    by_step: dict[int | None, list] = {}
+    for o in run.outcomes:
+        if o.error is None:
+            by_step.setdefault(o.pair.step, []).append(o)
+    lines: list[str] = []
+    for step, outcomes in by_step.items():
+        if len(outcomes) < 2:
+            continue
+        diverged = sorted((o for o in outcomes if o.first_divergence_index is not None),
+                          key=lambda o: (o.first_divergence_index, o.pair.rank))
+        where = f"step{step}" if step is not None else "all ranks"
+        if not diverged:
+            lines.append(f"{where}: no rank diverges ({len(outcomes)} ranks)")
+            continue
+        first = diverged[0]
+        ranks = ", ".join(f"rank{o.pair.rank} (#{o.first_divergence_index})" for o in diverged)
+        lines.append(f"{where}: {len(diverged)} of {len(outcomes)} ranks diverge; first: rank{first.pair.rank} at "
+                     f"{first.first_divergence} (entry #{first.first_divergence_index}); by position: {ranks}")
+    if lines:
+        lines.insert(0, "")
+        lines.insert(1, "across ranks:")
+    return lines
 
 
 class ProgressBar:
