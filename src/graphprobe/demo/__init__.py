@@ -1,5 +1,6 @@
-"""``graphprobe demo``: the whole loop on an embedded model, in one command."""
+"""``graphprobe demo``: the whole loop on an embedded model, in one command.
 
-from graphprobe.demo.run import DemoOptions, DemoResult, run_demo
-
-__all__ = ["DemoOptions", "DemoResult", "run_demo"]
+``graphprobe.demo.run.run_demo`` runs it from Python; ``command`` holds the
+CLI registrar (imported to build ``graphprobe --help``, so nothing here
+imports torch at import time).
+"""
