@@ -1,0 +1,191 @@
+"""The floor and the cost of the statistics kernels.
+
+The floor of recording ``B`` bytes is ``B / read_bandwidth``: the least time
+any tool needs to read those tensors once. The read bandwidth is measured in
+the same run (``torch.sum`` over a buffer much larger than the caches), since
+an absolute figure from another run, or another machine, means little here.
+
+:func:`kernel_costs` times ``torch.ops.graphprobe.record_stats`` alone on
+tensors of several sizes and dtypes, with the engine active, against
+``torch.sum`` (one pass over memory) and against the four reductions a hook
+computes (``max``, ``min``, ``mean``, ``norm``): small tensors show the fixed
+cost of one call, large ones the cost per byte. The per-byte cost is the slope
+between the two largest sizes; its ratio to ``torch.sum``'s slope is the
+"passes" column: about 1 for a kernel that reads memory once at full speed.
+A kernel that reads once but computes slowly also shows more than 1; it then
+shows the same bytes/s whether its tensor fits in cache or not.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any, Callable
+
+import torch
+
+from graphprobe import _ops
+
+__all__ = ["read_bandwidth", "kernel_costs"]
+
+_C = _ops._C
+_OP = torch.ops.graphprobe.record_stats.default
+
+
+def _sync_for(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def _time(fn: Callable[[], Any], n: int, sync: Callable[[], None]) -> float:
+    sync()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / n
+
+
+def read_bandwidth(device: torch.device, nbytes: int, repeats: int) -> dict[str, Any]:
+    """Bytes per second of ``torch.sum`` over a float32 buffer of ``nbytes``."""
+    sync = _sync_for(device)
+    buf = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    buf.sum()
+    times = [_time(buf.sum, 1 if device.type == "cpu" else 10, sync) for _ in range(repeats)]
+    seconds = statistics.median(times)
+    return {
+        "method": f"torch.sum over a {nbytes / 2**20:.0f} MiB float32 buffer, median of {repeats}",
+        "bytes": buf.numel() * 4,
+        "seconds": seconds,
+        "bytes_per_s": buf.numel() * 4 / seconds,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def _calls_for(fn: Callable[[], Any], target_s: float, sync: Callable[[], None], after: Callable[[], None]) -> int:
+    one = _time(fn, 1, sync)
+    after()
+    one = min(one, _time(fn, 3, sync))
+    after()
+    return max(1, min(20000, math.ceil(target_s / max(one, 1e-7))))
+
+
+def _reset() -> None:
+    _C.finish_step(None, "statistics", "L0")
+
+
+def kernel_costs(
+    device: torch.device, sizes: list[int], dtypes: list[torch.dtype], repeats: int, target_s: float
+) -> dict[str, Any]:
+    """Per-call and per-byte cost of ``record_stats`` against ``torch.sum``.
+
+    Must run while no dumper is started: it drives the engine directly and
+    leaves it inactive and empty.
+    """
+    sync = _sync_for(device)
+    _reset()
+    _C.set_active(True)
+    rows: list[dict[str, Any]] = []
+    try:
+        for dtype in dtypes:
+            for numel in sizes:
+                x = torch.randn(numel, device=device).to(dtype)
+                rows.append(_one(f"{numel}", x, sync, repeats, target_s))
+        # A non-contiguous input of the largest size (a transposed matrix, as
+        # attention feeds ``k.transpose(-1, -2)`` to matmul).
+        side = int(math.isqrt(max(sizes)))
+        xt = torch.randn(side, side, device=device).t()
+        rows.append(_one(f"{side}x{side} transposed", xt, sync, repeats, target_s))
+        # Fixed cost split: the engine inactive (dispatcher, string arguments,
+        # the early exit) against active with a one-element tensor.
+        one = torch.ones(1, device=device)
+        _C.set_active(False)
+        n = _calls_for(lambda: _OP(one, "Bench.{n}", "output.0", False, ""), target_s, sync, _reset)
+        inactive = statistics.median(
+            _time(lambda: _OP(one, "Bench.{n}", "output.0", False, ""), n, sync) for _ in range(repeats))
+        _C.set_active(True)
+        steps = [_step_cost(records, device, repeats) for records in (16, 256)]
+    finally:
+        _C.set_active(False)
+        _C.reset()
+    per_byte = _slopes(rows)
+    return {"rows": rows, "inactive_call_s": inactive, "step_rows": steps, **per_byte}
+
+
+def _step_cost(records: int, device: torch.device, repeats: int) -> dict[str, Any]:
+    """``finish_step`` after ``records`` small records: collecting only
+    (out_dir None) against collecting and writing dump.json (what
+    ``dumper.step()`` does), each step into a new folder as the dumper does."""
+    x = torch.ones(64, device=device)
+    root = tempfile.mkdtemp(prefix="graphprobe-step-")
+    collect: list[float] = []
+    write: list[float] = []
+    try:
+        for r in range(repeats + 1):
+            for out, dest in ((None, collect), (os.path.join(root, f"step{r}", "pid0"), write)):
+                for i in range(records):
+                    _OP(x, f"Bench.m{i}.forward.{{n}}", "output.0", False, "")
+                start = time.perf_counter()
+                _C.finish_step(out, "statistics", "L0")
+                if r:  # the first round creates the slots
+                    dest.append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {"records": records, "collect_s": statistics.median(collect), "collect_write_s": statistics.median(write)}
+
+
+def _one(label: str, x: torch.Tensor, sync: Callable[[], None], repeats: int, target_s: float) -> dict[str, Any]:
+    def op() -> None:
+        _OP(x, "Bench.{n}", "output.0", False, "")
+
+    def four() -> None:
+        f = x if x.dtype in (torch.float32, torch.float64) else x.float()
+        f.max(), f.min(), f.mean(), f.norm()
+
+    fns = {"op": op, "sum": lambda: x.sum(), "four": four}
+    calls = {k: _calls_for(fn, target_s, sync, _reset) for k, fn in fns.items()}
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for r in range(repeats):
+        for k in list(fns)[r % 3:] + list(fns)[: r % 3]:
+            samples[k].append(_time(fns[k], calls[k], sync))
+            _reset()  # one epoch per batch: the engine reuses the batch's slots
+    nbytes = x.numel() * x.element_size()
+    row: dict[str, Any] = {
+        "size": label,
+        "dtype": str(x.dtype).replace("torch.", ""),
+        "numel": x.numel(),
+        "bytes": nbytes,
+        "contiguous": x.is_contiguous(),
+    }
+    for k, values in samples.items():
+        t = statistics.median(values)
+        row[f"{k}_s"] = t
+        row[f"{k}_bytes_per_s"] = nbytes / t
+    return row
+
+
+def _slopes(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-byte costs from the two largest contiguous sizes of each dtype, and
+    the fixed cost from the smallest."""
+    out: dict[str, Any] = {"per_dtype": {}}
+    for dtype in sorted({r["dtype"] for r in rows}):
+        group = sorted((r for r in rows if r["dtype"] == dtype and r["contiguous"]), key=lambda r: r["bytes"])
+        if len(group) < 2:
+            continue
+        small, a, b = group[0], group[-2], group[-1]
+        db = b["bytes"] - a["bytes"]
+        slope = {k: (b[f"{k}_s"] - a[f"{k}_s"]) / db for k in ("op", "sum", "four")}
+        out["per_dtype"][dtype] = {
+            "fixed_call_s": small["op_s"],
+            "fixed_sum_s": small["sum_s"],
+            "op_s_per_byte": slope["op"],
+            "sum_s_per_byte": slope["sum"],
+            "four_s_per_byte": slope["four"],
+            "op_bytes_per_s": 1 / slope["op"] if slope["op"] > 0 else float("inf"),
+            "passes": slope["op"] / slope["sum"] if slope["sum"] > 0 else float("nan"),
+            "from_sizes": [a["size"], b["size"]],
+        }
+    return out
