@@ -29,6 +29,9 @@ def read_step() -> Callable[[str, int], dict[str, Any]]:
     """Loads dump_path/step{N}/<the one process folder>/dump.json."""
 
     def read(dump_path: str, step: int) -> dict[str, Any]:
+        import graphprobe
+
+        graphprobe.flush()  # dump.json is written by the background writer
         found = glob.glob(os.path.join(dump_path, f"step{step}", "*", "dump.json"))
         assert len(found) == 1, f"expected one dump.json for step {step}, found {found}"
         with open(found[0]) as f:

@@ -318,7 +318,7 @@ def test_write_failure_is_raised_at_next_flush_and_writer_recovers(tmp_path):
         graphprobe.flush()
     msg = str(info.value)
     assert isinstance(info.value, OSError)
-    assert "2 acl_save write(s) failed" in msg
+    assert "2 write(s) failed" in msg
     assert str(gone / "act_0.pt") in msg and str(gone / "act_1.pt") in msg
     assert "No such file or directory" in msg
     assert writer_stats()["failed_writes"] == before + 2
@@ -390,7 +390,7 @@ def test_unreported_errors_are_printed_at_exit(tmp_path):
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
-    assert "1 acl_save write(s) failed" in r.stderr and "x_0.pt" in r.stderr
+    assert "1 write(s) failed" in r.stderr and "x_0.pt" in r.stderr
 
 
 # ----------------------------------------------------------------- inputs with extra state

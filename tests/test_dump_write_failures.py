@@ -49,3 +49,21 @@ def test_symlink_at_dump_json_is_replaced_not_followed(write_config, read_step, 
     assert victim.read_text() == "precious"
     assert not (folder / "dump.json").is_symlink()
     assert list(read_step(str(tmp_path / "dump"), 0)["data"]) == ["Module.0.ReLU.forward.0"]
+
+
+def test_failed_background_write_is_raised_at_the_next_step(write_config, read_step, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    # A folder where dump.json must go: the writer thread's rename fails.
+    (tmp_path / "dump" / "step0" / f"pid{os.getpid()}" / "dump.json").mkdir(parents=True)
+    model(torch.ones(1, 2))
+    dumper.step()  # queued; the failure is not known yet
+    model(torch.ones(1, 2))
+    with pytest.raises(DumpWriteError, match=r"step0/pid\d+/dump.json.*2 tensor records lost"):
+        dumper.step()
+    assert dumper.lost_records == 2
+    model(torch.ones(1, 2))
+    dumper.step()
+    dumper.stop()  # waits for the last file; nothing failed since
+    assert len(read_step(str(tmp_path / "dump"), 2)["data"]) == 1

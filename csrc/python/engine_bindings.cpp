@@ -4,6 +4,7 @@
 #include "format/dump_json.h"
 #include "fs/atomic_file.h"
 #include "python/bindings.h"
+#include "writer/writer.h"
 
 namespace py = pybind11;
 
@@ -24,20 +25,31 @@ void bind_engine(py::module_& m) {
         summary["written"] = false;
         if (!out_dir || (result.rows.empty() && !write_if_empty)) return summary;
         DumpSummary ds;
-        const std::string text = build_dump_json(task, level, result.rows, &ds);
-        // A failed write is reported in the summary, not thrown: the step's
-        // rows are gone with the epoch, and the caller reports how many.
+        std::string text = build_dump_json(task, level, result.rows, &ds);
+        // The document goes to the writer thread: the caller's thread does not
+        // wait for the disk (fsync costs milliseconds). A failure to create
+        // the folder is reported here, in the summary; a failed write later,
+        // by the writer (writer_take_errors), with the records it held.
         std::string error;
+        int64_t seq = -1;
         {
           py::gil_scoped_release nogil;
           try {
             fs::make_dirs(*out_dir);
-            fs::write_file_atomic(*out_dir + "/dump.json", text);
+            auto& w = writer::Writer::get();
+            writer::Reservation r = w.reserve(text.size(), writer::Producer::kHost, /*device_pending=*/false);
+            writer::WriteJob job;
+            job.file = *out_dir + "/dump.json";
+            job.is_document = true;
+            job.records = ds.tensors;
+            job.text = std::move(text);
+            seq = w.submit(std::move(r), std::move(job));
           } catch (const fs::IoError& e) {
             error = e.what();
           }
         }
         if (!error.empty()) summary["error"] = error;
+        summary["write_seq"] = seq;
         summary["written"] = error.empty();
         summary["entries"] = ds.entries;
         summary["tensors"] = ds.tensors;

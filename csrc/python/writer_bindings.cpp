@@ -30,6 +30,16 @@ void bind_writer(py::module_& m) {
       "writer_set_budget", [](size_t bytes) { Writer::get().set_budget(bytes); }, py::arg("bytes"),
       "Sets the byte budget for acl_save data in flight; producers wait while it is full.");
   m.def("writer_reset_peak", [] { Writer::get().reset_peak(); });
+  m.def(
+      "writer_wait",
+      [](int64_t seq) {
+        py::gil_scoped_release nogil;
+        Writer::get().wait_for(seq);
+      },
+      py::arg("seq"), "Waits until the job with this submission number has finished.");
+  m.def(
+      "writer_take_errors", [] { return Writer::get().take_errors(); },
+      "The failures since the last report (without waiting); an empty string when none.");
   m.def("writer_stats", [] {
     const writer::Stats s = Writer::get().stats();
     py::dict d;
@@ -38,6 +48,7 @@ void bind_writer(py::module_& m) {
     d["peak_bytes_in_flight"] = s.peak_bytes_in_flight;
     d["files_written"] = s.files_written;
     d["failed_writes"] = s.failed_writes;
+    d["failed_records"] = s.failed_records;
     d["pending"] = s.pending;
     return d;
   });

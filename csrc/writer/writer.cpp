@@ -135,8 +135,9 @@ std::string Writer::next_file(const std::string& path) {
   return numbered_name(path, n);
 }
 
-void Writer::submit(Reservation r, WriteJob job) {
+int64_t Writer::submit(Reservation r, WriteJob job) {
   auto entry = std::make_unique<Entry>();
+  int64_t seq = 0;
   entry->job = std::move(job);
   {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -146,11 +147,23 @@ void Writer::submit(Reservation r, WriteJob job) {
     entry->bytes = r.bytes_;
     entry->device_pending = r.device_pending_;
     r.w_ = nullptr;  // the bytes now belong to the queued job
-    entry->seq = submitted_++;
+    entry->seq = seq = submitted_++;
     outstanding_.insert(entry->seq);
     queue_.push_back(std::move(entry));
   }
   work_cv_.notify_one();
+  return seq;
+}
+
+void Writer::wait_for(int64_t seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return outstanding_.count(seq) == 0; });
+}
+
+std::string Writer::take_errors() {
+  const std::lock_guard<std::mutex> lock(mu_);
+  int64_t count = 0;
+  return take_errors_locked(&count);
 }
 
 void Writer::submit_from_callback(const std::string& path, c10::ScalarType dtype, const std::vector<int64_t>& sizes,
@@ -243,12 +256,12 @@ void Writer::run() {
         write_one(entry->job);
         ok = true;
       } catch (const std::exception& e) {
-        record_error(entry->job.file, e.what());
+        record_error(entry->job.file, e.what(), entry->job.records);
       } catch (...) {
-        record_error(entry->job.file, "unknown error");
+        record_error(entry->job.file, "unknown error", entry->job.records);
       }
     } else {
-      record_error(entry->job.file, ready_error);
+      record_error(entry->job.file, ready_error, entry->job.records);
     }
     const size_t bytes = entry->bytes;
     const int64_t seq = entry->seq;
@@ -265,6 +278,10 @@ void Writer::run() {
 }
 
 void Writer::write_one(WriteJob& job) {
+  if (job.is_document) {
+    fs::write_file_atomic(job.file, job.text);
+    return;
+  }
   at::Tensor t = job.tensor;
   if (!t.defined()) {
     const auto options = at::TensorOptions().dtype(job.dtype);
@@ -276,18 +293,21 @@ void Writer::write_one(WriteJob& job) {
   fs::write_file_atomic(job.file, data.data(), data.size());
 }
 
-void Writer::record_error(const std::string& file, const std::string& what) {
+void Writer::record_error(const std::string& file, const std::string& what, int64_t records) {
   const std::lock_guard<std::mutex> lock(mu_);
   ++failed_;
+  failed_records_ += records;
   ++unreported_;
-  if (messages_.size() < kKeptMessages) messages_.push_back("'" + file + "': " + what);
+  std::string msg = "'" + file + "': " + what;
+  if (records > 0) msg += " (" + std::to_string(records) + " tensor records lost)";
+  if (messages_.size() < kKeptMessages) messages_.push_back(std::move(msg));
 }
 
 std::string Writer::take_errors_locked(int64_t* count) {
   *count = unreported_;
   if (unreported_ == 0) return {};
   std::string msg = "graphprobe: " + std::to_string(unreported_) +
-                    " acl_save write(s) failed since the last flush(); the files named below were not written:";
+                    " write(s) failed since the last report; the files named below were not written:";
   for (const auto& m : messages_) msg += "\n  " + m;
   if (unreported_ > static_cast<int64_t>(messages_.size()))
     msg += "\n  ... and " + std::to_string(unreported_ - static_cast<int64_t>(messages_.size())) + " more";
@@ -345,6 +365,7 @@ Stats Writer::stats() {
   s.peak_bytes_in_flight = peak_;
   s.files_written = files_written_;
   s.failed_writes = failed_;
+  s.failed_records = failed_records_;
   s.pending = static_cast<int64_t>(outstanding_.size());
   return s;
 }

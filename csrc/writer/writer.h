@@ -79,11 +79,15 @@ class Reservation {
   bool device_pending_ = false;
 };
 
-// One file to write. The bytes are either a host tensor (CPU or pinned) or a
+// One file to write. The bytes are either a host tensor (CPU or pinned), a
 // plain byte buffer with its dtype and shape (from a graph's host callback,
-// which must not call into the dispatcher).
+// which must not call into the dispatcher), or a finished document (`text`,
+// dump.json) written as it is.
 struct WriteJob {
   std::string file;  // final name, {stem}_{n}{suffix}
+  std::string text;  // a document; used when `is_document`
+  bool is_document = false;
+  int64_t records = 0;  // tensor records the file holds: counted as lost if it fails
   at::Tensor tensor;
   std::vector<std::byte> bytes;
   c10::ScalarType dtype = c10::ScalarType::Float;
@@ -106,6 +110,7 @@ struct Stats {
   size_t peak_bytes_in_flight = 0;
   int64_t files_written = 0;
   int64_t failed_writes = 0;  // since the process started
+  int64_t failed_records = 0; // tensor records in documents that failed
   int64_t pending = 0;        // jobs submitted and not yet finished
 };
 
@@ -122,7 +127,14 @@ class Writer {
   // `dir/act_{n}.pt`. Called when the data is taken (execution time).
   std::string next_file(const std::string& path);
 
-  void submit(Reservation r, WriteJob job);
+  // Returns the job's submission number (see wait_for).
+  int64_t submit(Reservation r, WriteJob job);
+
+  // Waits until job `seq` (and nothing else) has finished.
+  void wait_for(int64_t seq);
+
+  // The failures since the last report, without waiting; empty when none.
+  std::string take_errors();
 
   // The whole path of a host callback: reserve, copy `size` bytes from
   // `data` (a pinned staging buffer), number, enqueue. No CUDA calls; never
@@ -156,7 +168,7 @@ class Writer {
   void release(size_t bytes, bool device_pending);
   void run();
   void write_one(WriteJob& job);
-  void record_error(const std::string& file, const std::string& what);
+  void record_error(const std::string& file, const std::string& what, int64_t records = 0);
   void ensure_thread_locked();
   std::string take_errors_locked(int64_t* count);
 
@@ -179,6 +191,7 @@ class Writer {
   int64_t submitted_ = 0;
   int64_t files_written_ = 0;
   int64_t failed_ = 0;
+  int64_t failed_records_ = 0;
 
   // Failures since the last flush(): a count and the first few messages.
   int64_t unreported_ = 0;

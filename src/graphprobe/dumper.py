@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from graphprobe import _ops
+from graphprobe import saving as _saving  # noqa: F401  (its atexit hook writes pending dump.json files)
 from graphprobe.config import DumpConfig, load_config
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
@@ -40,8 +41,10 @@ class DumperStateError(RuntimeError):
 
 
 class DumpWriteError(OSError):
-    """A step's dump.json could not be written; the message names the file and
-    how many records were lost. The dumper stays usable: later steps are
+    """A dump.json (or another graphprobe file) could not be written; the
+    message names the file and how many records were lost. dump.json files are
+    written by a background thread, so a failure is raised by the next
+    ``step()`` or by ``stop()``. The dumper stays usable: later steps are
     written once the cause (disk full, permissions, ...) is gone."""
 
 
@@ -73,7 +76,9 @@ class AclGraphDumper:
         self._active = False
         self._selected = True
         self._step = 0
-        self.lost_records = 0  # tensor records of steps whose dump.json failed to write
+        self._lost_sync = 0  # records of steps whose folder could not be created
+        self._failed_records_base = 0
+        self._write_seq = -1  # the last dump.json handed to the writer
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
 
@@ -109,6 +114,7 @@ class AclGraphDumper:
         if self.config.level in ("L1", "mix"):
             self._wiring.append(ApiWiring(model, self.config.keywords))
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
+        self._failed_records_base = _C.writer_stats()["failed_records"]
         _C.set_enabled(self._enabled)
         _C.set_active(True)
         self._active = True
@@ -131,11 +137,14 @@ class AclGraphDumper:
             self._step += 1
             summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
             if "error" in summary:
-                self.lost_records += summary["tensors"]
+                self._lost_sync += summary["tensors"]
                 raise DumpWriteError(
                     f"graphprobe: step {self._step - 1}: {summary['error']}; {summary['tensors']} tensor records "
                     f"of {summary['entries']} entries were not written"
                 )
+            previous, self._write_seq = self._write_seq, summary.get("write_seq", -1)
+            # The previous step's file had a whole iteration to reach the disk.
+            self._check_writes(previous)
         self._reload_switch()
         self._report(summary)
 
@@ -185,16 +194,36 @@ class AclGraphDumper:
         if fresh.dump_enable != self._enabled:
             self.enable(fresh.dump_enable)
 
+    @property
+    def lost_records(self) -> int:
+        """Tensor records of steps whose dump.json could not be written."""
+        return self._lost_sync + _C.writer_stats()["failed_records"] - self._failed_records_base
+
+    def _check_writes(self, seq: int) -> None:
+        if seq >= 0:
+            _C.writer_wait(seq)
+        errors = _C.writer_take_errors()
+        if errors:
+            raise DumpWriteError(errors)
+
+    def flush(self) -> None:
+        """Waits until the dump.json files of past steps are on disk; raises
+        :class:`DumpWriteError` if a write failed."""
+        self._check_writes(self._write_seq)
+
     def stop(self) -> None:
-        """Removes all wiring; probes captured in existing graphs stop counting."""
+        """Removes all wiring and waits for the last dump.json to be written
+        (raising :class:`DumpWriteError` if a write failed); probes captured
+        in existing graphs stop counting."""
         for w in self._wiring:
             w.remove()
         self._wiring.clear()
-        if self._active:
+        was_active, self._active = self._active, False
+        if was_active:
             _C.set_active(False)
             _C.set_enabled(True)
             _C.reset()
-        self._active = False
+            self._check_writes(self._write_seq)
 
     def _step_dir(self) -> str:
         rank = current_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else None

@@ -105,7 +105,8 @@ def _synchronize_cuda() -> None:
 
 
 def flush() -> None:
-    """Waits until every save executed so far is written.
+    """Waits until every file graphprobe queued so far (acl_save files and
+    dump.json documents) is written.
 
     Synchronises the CUDA devices in use (so that graph replays still queued
     have handed over their data), then waits for the writer. Raises
