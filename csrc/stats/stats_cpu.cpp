@@ -1,5 +1,7 @@
 #include "stats/stats_cpu.h"
 
+#include "stats/stats_cpu_simd.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
@@ -23,7 +25,7 @@ Stats combine(const Stats& a, const Stats& b) {
 }
 
 template <typename scalar_t>
-Stats reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
+Stats reduce_portable(const scalar_t* data, int64_t begin, int64_t end) {
   // Four independent lanes let the compiler keep several additions in flight;
   // comparisons written as selects skip NaN (a NaN compares false) without a
   // branch, and NaNs are counted separately.
@@ -57,6 +59,11 @@ Stats reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
   return out;
 }
 
+template <typename scalar_t>
+Stats reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
+  return reduce_portable(data, begin, end);
+}
+
 // 64-bit integers and doubles must not pass through float.
 template <>
 Stats reduce_range<double>(const double* data, int64_t begin, int64_t end) {
@@ -83,6 +90,23 @@ Stats reduce_integral(const I* data, int64_t begin, int64_t end) {
     out.sumsq += v * v;
   }
   return out;
+}
+
+// float32, bfloat16 and float16 take the AVX2 kernels where the CPU has them.
+template <>
+Stats reduce_range<float>(const float* data, int64_t begin, int64_t end) {
+  if (simd::available()) return simd::reduce_f32(data + begin, end - begin);
+  return reduce_portable(data, begin, end);
+}
+template <>
+Stats reduce_range<c10::BFloat16>(const c10::BFloat16* data, int64_t begin, int64_t end) {
+  if (simd::available()) return simd::reduce_bf16(reinterpret_cast<const uint16_t*>(data + begin), end - begin);
+  return reduce_portable(data, begin, end);
+}
+template <>
+Stats reduce_range<c10::Half>(const c10::Half* data, int64_t begin, int64_t end) {
+  if (simd::available()) return simd::reduce_f16(reinterpret_cast<const uint16_t*>(data + begin), end - begin);
+  return reduce_portable(data, begin, end);
 }
 
 template <>
