@@ -233,3 +233,18 @@ def test_pid_folder_and_second_dumper(write_config, tmp_path):
 def test_step_without_start_is_a_no_op(write_config, tmp_path):
     graphprobe.AclGraphDumper(write_config()).step()
     assert not (tmp_path / "dump").exists()
+
+
+def test_compiled_unwired_twin_does_not_hide_the_probes(write_config, read_step, tmp_path):
+    # Same class, compiled once unwired: without hook guards dynamo would
+    # reuse that code for the wired instance and record nothing.
+    plain, wired = make_transformer(), make_transformer()
+    tokens = torch.randint(0, 64, (1, 4))
+    with torch.no_grad():
+        torch.compile(plain, backend="aot_eager")(tokens)
+        dumper = graphprobe.AclGraphDumper(write_config())
+        dumper.start(wired)
+        torch.compile(wired, backend="aot_eager")(tokens)
+        dumper.step()
+        dumper.stop()
+    assert len(read_step(str(tmp_path / "dump"), 0)["data"]) == 24

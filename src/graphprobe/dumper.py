@@ -90,9 +90,11 @@ class AclGraphDumper:
     def start(self, model: torch.nn.Module) -> None:
         """Wires ``model``. Call before ``torch.compile`` or graph capture.
 
-        Wiring added after compile is not seen by already compiled code
-        (dynamo does not guard on hooks), and graphs captured earlier contain
-        no probes: such runs record nothing.
+        Graphs captured before ``start()`` contain no probes and record
+        nothing. For torch.compile, ``start()`` turns on dynamo's guards on
+        module hooks (``torch._dynamo.config.skip_nnmodule_hook_guards =
+        False``, process-wide), so code compiled earlier is recompiled with the
+        probes instead of being silently reused.
         """
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"AclGraphDumper.start: model must be a torch.nn.Module, got {type(model).__name__}")
@@ -106,6 +108,11 @@ class AclGraphDumper:
         self._selected = rank is None or self.config.selects_rank(rank)
         if not self._selected:
             return  # ranks not selected wire nothing and record nothing
+        # Dynamo does not guard on module hooks by default: code compiled for
+        # an unwired instance of the same class would be reused for this one
+        # and record nothing. Guarding on hooks (process-wide, a few more
+        # guard checks per call) makes wired models compile their own graph.
+        torch._dynamo.config.skip_nnmodule_hook_guards = False
         os.makedirs(self.config.dump_path, mode=0o750, exist_ok=True)
         if not os.access(self.config.dump_path, os.W_OK):
             raise PermissionError(f"dump_path '{self.config.dump_path}' is not writable")
