@@ -20,7 +20,7 @@ from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 TORCH_FREE_DIRS = ["format", "fs"]
-ENGINE_DIRS = ["engine", "ops", "stats", "capture", "writer", "python"]
+ENGINE_DIRS = ["engine", "ops", "stats", "capture", "writer", "compare_tensors", "python"]
 
 
 def _sources(dirs: list[str], cuda: bool) -> list[str]:

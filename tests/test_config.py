@@ -13,7 +13,7 @@ BASE = {"dump_path": "./out"}
 # (fields overriding BASE, error class, substrings the message must contain)
 INVALID = [
     ({"task": 3}, ConfigTypeError, ["'task'", "3", "statistics"]),
-    ({"task": "tensors"}, ConfigValueError, ["'task'", "'tensors'", "statistics"]),
+    ({"task": "tensors"}, ConfigValueError, ["'task'", "'tensors'", "statistics", "tensor"]),
     ({"dump_path": None}, ConfigTypeError, ["'dump_path'", "None", "path string"]),
     ({"dump_path": ""}, ConfigValueError, ["'dump_path'", "non-empty"]),
     ({"dump_path": "a/../b"}, ConfigValueError, ["'dump_path'", "'..'"]),

@@ -31,7 +31,7 @@ std::string flag(const std::optional<bool>& b) { return b ? (*b ? "True" : "Fals
 
 }  // namespace
 
-const std::vector<std::string>& csv_header() {
+const std::vector<std::string>& csv_header(bool tensor_columns) {
   static const std::vector<std::string> header = {
       "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
       "NPU Requires_grad", "Bench Requires_grad", "Max diff", "Min diff", "Mean diff", "L2norm diff",
@@ -40,7 +40,16 @@ const std::vector<std::string>& csv_header() {
       "Err_message",
       // graphprobe's own, after msprobe's:
       "Match", "First Divergence"};
-  return header;
+  static const std::vector<std::string> tensor_header = [] {
+    std::vector<std::string> h(header.begin(), header.end() - 2);
+    // msprobe's real-data columns, in its order (TensorMetric order).
+    for (const char* c : {"Cosine", "EucDist", "MaxAbsErr", "Tensor MaxRelativeErr", "One Thousandth Err Ratio",
+                          "Five Thousandths Err Ratio"})
+      h.emplace_back(c);
+    h.insert(h.end(), header.end() - 2, header.end());
+    return h;
+  }();
+  return tensor_columns ? tensor_header : header;
 }
 
 std::string csv_field(std::string_view s) {
@@ -73,7 +82,7 @@ std::string render_csv(const CompareResult& result) {
     out.push_back('\n');  // pandas (msprobe) writes \n; csv readers accept it
     first = true;
   };
-  for (const auto& h : csv_header()) cell(h);
+  for (const auto& h : csv_header(result.tensor_mode)) cell(h);
   end_line();
   const TensorRecord empty;
   for (const CompareRow& r : result.rows) {
@@ -104,6 +113,8 @@ std::string render_csv(const CompareResult& result) {
       w.end_array();
       cell(w.str());
     }
+    if (result.tensor_mode)
+      for (int m = 0; m < kNumTensorMetrics; ++m) cell(num(r.tensor.values[m]));
     cell(match_name(r.match));
     cell(r.first_divergence ? "yes" : "");
     end_line();

@@ -1,15 +1,21 @@
 #pragma once
 // The compare_result CSV. Torch-free.
 //
-// Columns: exactly msprobe's statistics-mode list, in its order, then ours
-// appended at the end (Match, First Divergence) so that tools reading
-// msprobe's columns by name or by position keep working.
+// Columns: exactly msprobe's statistics-mode list, in its order; in tensor
+// mode (result.tensor_mode) msprobe's real-data columns after them (Cosine,
+// EucDist, MaxAbsErr, Tensor MaxRelativeErr, One Thousandth Err Ratio, Five
+// Thousandths Err Ratio; "Tensor MaxRelativeErr" because the statistics
+// columns already hold a "MaxRelativeErr"); then ours (Match, First
+// Divergence). Tools reading msprobe's statistics columns by name or by
+// position keep working.
 // Cell formats: numbers in the shortest form that reads back to the same
 // double, "nan"/"inf"/"-inf" for non-finite ones; relative errors as
 // "12.5%" (msprobe's form), but "inf" and "nan" without the sign; "N/A"
 // where a value does not exist (a statistic the dump left null, the other
 // side of an unmatched row); booleans as True/False; shapes as [2, 8];
-// Err_message a JSON list of reasons. Quoting per RFC 4180.
+// Err_message a JSON list of reasons. Tensor metrics are plain numbers
+// (MaxRelativeErr and the ratios too, as msprobe writes them), "nan" where
+// undefined, "N/A" where not computed. Quoting per RFC 4180.
 
 #include <string>
 #include <string_view>
@@ -19,7 +25,7 @@
 
 namespace graphprobe::compare {
 
-const std::vector<std::string>& csv_header();
+const std::vector<std::string>& csv_header(bool tensor_columns = false);
 std::string csv_field(std::string_view s);
 std::string render_csv(const CompareResult& result);
 // Written through fs::write_file_atomic: readers never see half a file.

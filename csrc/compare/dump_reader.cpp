@@ -113,6 +113,11 @@ class Walker {
       r.requires_grad = rg->as_bool();
     }
 
+    if (const Value* dn = v.find("data_name"); dn && !dn->is_null()) {
+      if (!dn->is_string()) fail(path + ".data_name", std::string("expected a string, found ") + Value::kind_name(dn->kind()));
+      r.data_name = dn->as_string();
+    }
+
     for (int s = 0; s < kNumStats; ++s) {
       const Value* st = v.find(kStatKeys[s]);
       if (!st || st->is_null()) continue;
@@ -151,6 +156,7 @@ Dump parse_dump(std::string_view text, const std::string& source) {
   const Value* data = doc.find("data");
   if (!data) w.fail("(top level)", "no \"data\" key: not a dump.json");
   if (!data->is_object()) w.fail("data", std::string("expected an object, found ") + Value::kind_name(data->kind()));
+  if (const Value* task = doc.find("task"); task && task->is_string()) dump.task = task->as_string();
   for (size_t i = 0; i < data->keys().size(); ++i) w.entry(data->keys()[i], data->items()[i]);
   return dump;
 }

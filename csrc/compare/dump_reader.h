@@ -43,6 +43,9 @@ struct TensorRecord {
   std::vector<int64_t> shape;
   std::optional<bool> requires_grad;
   StatArray stats;  // absent: null or missing in the file (empty/bool tensors)
+  // Tensor dumps only: the file under dump_tensor_data/ holding the tensor
+  // ("{row name}.pt"); empty when the record has no "data_name".
+  std::string data_name;
 
   // The part after the entry name: "output.0".
   std::string_view suffix(const std::vector<std::string>& entries) const {
@@ -52,6 +55,7 @@ struct TensorRecord {
 
 struct Dump {
   std::string source;                // file name used in messages
+  std::string task;                  // top-level "task" ("statistics", "tensor"); empty if absent
   std::vector<std::string> entries;  // execution order
   std::vector<TensorRecord> rows;    // execution order
 };

@@ -5,6 +5,7 @@
 
 #include "compare/first_divergence.h"
 #include "compare/matching.h"
+#include "compare/tensor_verdicts.h"
 #include "compare/verdicts.h"
 
 namespace graphprobe::compare {
@@ -12,7 +13,9 @@ namespace {
 
 void check(const Thresholds& t) {
   auto ok = [](double v) { return std::isfinite(v) && v >= 0; };
-  if (!ok(t.input_error_pct) || !ok(t.output_error_pct) || !ok(t.warning_ratio) || !ok(t.warning_pct))
+  if (!ok(t.input_error_pct) || !ok(t.output_error_pct) || !ok(t.warning_ratio) || !ok(t.warning_pct) ||
+      !ok(t.noise_pct) || !ok(t.cosine_input_min) || !ok(t.cosine_drop) || !ok(t.thousandth_input_min) ||
+      !ok(t.thousandth_output_max))
     throw std::invalid_argument("graphprobe compare: thresholds must be finite and >= 0");
 }
 
@@ -28,6 +31,17 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   result.first_divergence = find_first_divergence(result.target, result.rows, options.thresholds);
   for (const CompareRow& r : result.rows) ++result.counts[static_cast<size_t>(r.verdict)];
   return result;
+}
+
+void finish_tensor_compare(CompareResult& result, const CompareOptions& options) {
+  check(options.thresholds);
+  if (result.tensor_mode) throw std::logic_error("graphprobe compare: finish_tensor_compare called twice");
+  result.tensor_mode = true;
+  apply_tensor_verdicts(result.target, result.rows, options.thresholds);
+  for (CompareRow& r : result.rows) r.first_divergence = false;
+  result.first_divergence = find_first_divergence(result.target, result.rows, options.thresholds);
+  result.counts = {};
+  for (const CompareRow& r : result.rows) ++result.counts[static_cast<size_t>(r.verdict)];
 }
 
 CompareResult compare_files(const std::string& target_path, const std::string& bench_path,

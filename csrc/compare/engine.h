@@ -10,6 +10,13 @@ namespace graphprobe::compare {
 
 CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& options);
 
+// Tensor mode, after the caller stored each matched row's TensorMetrics:
+// applies the tensor rules (tensor_verdicts.h), then finds the first
+// divergence again (Result error now includes the tensor rules) and recounts
+// the verdicts. Sets result.tensor_mode, so the CSV gets the tensor columns.
+// Call once per result.
+void finish_tensor_compare(CompareResult& result, const CompareOptions& options);
+
 // Throws DumpFormatError for malformed files, fs::IoError for unreadable ones.
 CompareResult compare_files(const std::string& target_path, const std::string& bench_path,
                             const CompareOptions& options);

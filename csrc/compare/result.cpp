@@ -21,4 +21,13 @@ const char* verdict_name(Verdict v) {
   return "?";
 }
 
+bool has_tensor_data(const CompareResult& result) {
+  auto any = [](const Dump& d) {
+    for (const TensorRecord& r : d.rows)
+      if (!r.data_name.empty()) return true;
+    return false;
+  };
+  return any(result.target) && any(result.bench);
+}
+
 }  // namespace graphprobe::compare

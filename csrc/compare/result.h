@@ -33,11 +33,44 @@ struct Thresholds {
   // are rounding noise, whatever the ratio (fp32 kernels that fuse or reorder
   // differ by ~1e-6 relative, i.e. 1e-4 %, with inputs equal to ~1e-8 %).
   double noise_pct = 0.001;
+  // Tensor mode (msprobe's real-data rules; cosines and ratios, not %):
+  double cosine_input_min = 0.9;       // warning: every input Cosine > this ...
+  double cosine_drop = 0.1;            // ... and an output's is lower than the lowest input's by more
+  double thousandth_input_min = 0.9;   // error: every input One Thousandth Err Ratio > this ...
+  double thousandth_output_max = 0.1;  // ... and an output's < this
 };
 
 struct CompareOptions {
   bool fuzzy = false;  // match ignoring call indices, in order (see matching.h)
   Thresholds thresholds;
+};
+
+// Real-data metrics of one matched row of two tensor dumps: msprobe's
+// tensor-mode columns. Computed outside this torch-free engine (by
+// graphprobe._C, which can read torch.save files) and stored here, so that
+// verdicts, digests and the CSV see them. Definitions: tensor_metrics.h in
+// csrc/compare_tensors and docs/formats.md.
+enum TensorMetric : int {
+  kCosine = 0,
+  kEucDist = 1,
+  kMaxAbsErr = 2,
+  kMaxRelErr = 3,            // a ratio, not a percentage
+  kOneThousandthRatio = 4,   // share of elements with relative error < 0.001
+  kFiveThousandthsRatio = 5  // ... < 0.005
+};
+constexpr int kNumTensorMetrics = 6;
+
+enum class TensorStatus : uint8_t {
+  kNone,         // not a tensor compare, or an unmatched row
+  kComputed,     // values set: NaN where undefined, absent for empty tensors
+  kMismatch,     // dtype or shape differ: no values; Result error
+  kUnavailable,  // a tensor file is missing or unreadable: no values; Result warning
+};
+
+struct TensorMetrics {
+  TensorStatus status = TensorStatus::kNone;
+  std::array<std::optional<double>, kNumTensorMetrics> values;
+  std::vector<std::string> notes;  // why values are NaN or missing; go to Err_message
 };
 
 struct CompareRow {
@@ -48,6 +81,7 @@ struct CompareRow {
   Verdict verdict = Verdict::kPass;
   std::vector<std::string> reasons;
   bool first_divergence = false;  // row of the first diverging entry
+  TensorMetrics tensor;
 
   void raise(Verdict v, std::string reason) {
     if (v > verdict) verdict = v;
@@ -63,6 +97,12 @@ struct CompareResult {
   // Index into target.entries of the first diverging entry.
   std::optional<uint32_t> first_divergence;
   std::array<int64_t, kNumVerdicts> counts{};  // rows per verdict
+  // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
+  // the tensor-mode columns.
+  bool tensor_mode = false;
 };
+
+// Both sides hold tensor data: their records carry data_name.
+bool has_tensor_data(const CompareResult& result);
 
 }  // namespace graphprobe::compare

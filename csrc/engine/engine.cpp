@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "stats/stats_cpu.h"
+#include "writer/save_target.h"
 
 namespace graphprobe {
 namespace {
@@ -60,6 +61,21 @@ Engine& Engine::get() {
 void Engine::set_active(bool active) {
   std::lock_guard<std::mutex> lock(mu_);
   active_ = active;
+  update_recording_locked();
+}
+
+void Engine::set_tensor_staging(std::optional<std::string> dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  staging_ = std::move(dir);
+}
+
+std::optional<std::string> Engine::tensor_staging() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return staging_;
+}
+
+std::string Engine::staged_file(const std::string& dir, int64_t slot) {
+  return dir + "/slot" + std::to_string(slot) + ".pt";
 }
 
 bool Engine::active() {
@@ -70,6 +86,7 @@ bool Engine::active() {
 void Engine::set_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(mu_);
   enabled_ = enabled;
+  update_recording_locked();
   for (auto& kv : cuda_tables_) kv.second->set_enabled(enabled);
 }
 
@@ -144,31 +161,38 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
     const ValueKind kind = kind_of(x.scalar_type());
     Stats st{0, 0, 0, 0, 0};
     if (kind != ValueKind::kNoStats && x.numel() > 0) st = compute_stats_cpu(x);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!active_) return;
-    const int64_t id = slot_for(x, site, /*capturing=*/false);
-    if (id < 0) {
-      ++dropped_;
-      return;
+    std::optional<std::string> staged;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!active_) return;
+      const int64_t id = slot_for(x, site, /*capturing=*/false);
+      if (id < 0) {
+        ++dropped_;
+        return;
+      }
+      if (staging_) staged = staged_file(*staging_, id);
+      Slot& s = slots_[static_cast<size_t>(id)];
+      s.dtype = x.scalar_type();
+      s.shape = x.sizes().vec();
+      s.numel = x.numel();
+      Row& r = cpu_rows_[static_cast<size_t>(s.row)];
+      r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
+      r.v[kStamp] = static_cast<double>(epoch_);
+      r.v[kSeq] = ++cpu_seq_;
+      r.v[kMax] = st.max;
+      r.v[kMin] = st.min;
+      r.v[kSum] = st.sum;
+      r.v[kSumSq] = st.sumsq;
+      r.v[kNanCount] = static_cast<double>(st.nan_count);
     }
-    Slot& s = slots_[static_cast<size_t>(id)];
-    s.dtype = x.scalar_type();
-    s.shape = x.sizes().vec();
-    s.numel = x.numel();
-    Row& r = cpu_rows_[static_cast<size_t>(s.row)];
-    r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
-    r.v[kStamp] = static_cast<double>(epoch_);
-    r.v[kSeq] = ++cpu_seq_;
-    r.v[kMax] = st.max;
-    r.v[kMin] = st.min;
-    r.v[kSum] = st.sum;
-    r.v[kSumSq] = st.sumsq;
-    r.v[kNanCount] = static_cast<double>(st.nan_count);
+    // Outside the lock: the writer may make this thread wait for budget.
+    if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, nullptr});
     return;
   }
   const bool capturing = is_capturing(x);
   DeviceTable* table = nullptr;
   int64_t row = -1;
+  std::optional<std::string> staged;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!active_) return;
@@ -183,9 +207,13 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
     s.numel = x.numel();
     table = &cuda_table(device.index());
     row = s.row;
+    if (staging_) staged = staged_file(*staging_, id);
   }
   // Rows and tables are never freed, so using them outside the lock is safe.
   table->record(x, row);
+  // A captured save checks the live switch on every replay; a non-captured
+  // one got here only while recording.
+  if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, &recording_});
 }
 
 void Engine::append_rows(std::vector<std::pair<std::pair<double, double>, TensorRow>>& out, const std::vector<Row>& rows,
@@ -210,6 +238,7 @@ void Engine::append_rows(std::vector<std::pair<std::pair<double, double>, Tensor
     t.sumsq = r.v[kSumSq];
     t.nan_count = static_cast<int64_t>(r.v[kNanCount]);
     t.writes = static_cast<int64_t>(r.v[kWrites]);
+    t.slot = id;
     // Devices are ordered by index, rows within a device by sequence number.
     out.emplace_back(std::make_pair(device_order, r.v[kSeq]), std::move(t));
   }

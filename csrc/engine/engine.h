@@ -12,6 +12,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -50,7 +51,17 @@ class Engine {
   // destroyed, because CUDA graphs captured with probes may outlive any owner.
   static Engine& get();
 
+  // Records x's statistics (and, in the tensor task, stages x itself for
+  // step() to file under its record name).
   void record(const at::Tensor& x, const ProbeSite& site);
+
+  // The tensor task: every recorded tensor is also saved to
+  // `dir/slot{S}.pt` (overwritten by each execution, latest wins, like the
+  // statistics); step() moves the files of this step's records to their
+  // final names. nullopt: statistics only.
+  void set_tensor_staging(std::optional<std::string> dir);
+  std::optional<std::string> tensor_staging();
+  static std::string staged_file(const std::string& dir, int64_t slot);
 
   // Collects (when `collect`) the rows written in this epoch, then begins the
   // next epoch. Synchronises each device once.
@@ -84,6 +95,8 @@ class Engine {
     int64_t numel = 0;
   };
 
+  void update_recording_locked() { recording_.store(active_ && enabled_); }
+
   int64_t slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing);
   int64_t new_slot(const at::Tensor& x, const ProbeSite& site);
   DeviceTable& cuda_table(int index);
@@ -93,6 +106,10 @@ class Engine {
   std::mutex mu_;
   bool active_ = false;
   bool enabled_ = true;
+  // active_ && enabled_, readable without the lock: captured saves check it
+  // on every replay, from the CUDA driver's callback thread.
+  std::atomic<bool> recording_{false};
+  std::optional<std::string> staging_;
   int64_t dropped_ = 0;
   int64_t epoch_ = 1;  // 0 marks a row never written
   std::vector<Slot> slots_;

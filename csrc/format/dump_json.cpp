@@ -197,8 +197,7 @@ std::string entry_name(const std::string& entry_template, int64_t n) {
   return out;
 }
 
-std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<TensorRow>& rows,
-                            DumpSummary* summary) {
+CallGrouping group_calls(const std::vector<TensorRow>& rows) {
   // The open (latest) call of each entry.
   struct Open {
     size_t call = 0;
@@ -207,27 +206,48 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
     bool has_output = false;
   };
   std::map<std::string, Open> open;
-  std::vector<Call> calls;
-
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const TensorRow& r = rows[i];
+  CallGrouping g;
+  g.row_call.reserve(rows.size());
+  for (const TensorRow& r : rows) {
     const bool is_output = r.place.rfind("output", 0) == 0;
     auto found = open.find(r.entry);
     const bool new_call = found == open.end() || found->second.places.count(r.place) > 0 ||
                           (!is_output && found->second.has_output);
     if (new_call) {
       Open& o = open[r.entry];
-      o.call = calls.size();
+      o.call = g.names.size();
       o.places.clear();
       o.has_output = false;
-      calls.emplace_back();
-      calls.back().name = entry_name(r.entry, o.started++);
-      calls.back().root.type = Node::kDict;
+      g.names.push_back(entry_name(r.entry, o.started++));
       found = open.find(r.entry);
     }
     found->second.places.insert(r.place);
     found->second.has_output = found->second.has_output || is_output;
-    Call& c = calls[found->second.call];
+    g.row_call.push_back(found->second.call);
+  }
+  return g;
+}
+
+std::string io_name(const std::string& place) {
+  const auto dot = place.find('.');
+  const std::string part = place.substr(0, dot);
+  const std::string rest = dot == std::string::npos ? "" : place.substr(dot);
+  if (part == "input_args" || part == "input_kwargs") return "input" + rest;
+  return part + rest;
+}
+
+std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<TensorRow>& rows,
+                            DumpSummary* summary, const std::string& dump_data_dir) {
+  const CallGrouping grouping = group_calls(rows);
+  std::vector<Call> calls(grouping.names.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    calls[k].name = grouping.names[k];
+    calls[k].root.type = Node::kDict;
+  }
+
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const TensorRow& r = rows[i];
+    Call& c = calls[grouping.row_call[i]];
     c.last_row = i;
     c.overwritten = c.overwritten || r.writes > 1;
     insert(&c.root, split(r.place, '.'), tensor_leaf(r));
@@ -258,7 +278,8 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
   w.key("framework");
   w.value_string("pytorch");
   w.key("dump_data_dir");
-  w.value_null();
+  if (dump_data_dir.empty()) w.value_null();
+  else w.value_string(dump_data_dir);
   w.key("data");
   w.begin_object();
   for (Call* c : order) {

@@ -32,6 +32,7 @@ struct TensorRow {
   int64_t nan_count = 0;
   int64_t writes = 1;  // executions since the last step (>1: replays collapsed)
   std::string data_name;  // tensor task: file holding the full tensor
+  int64_t slot = -1;      // the engine slot that wrote the row
 };
 
 struct DumpSummary {
@@ -42,9 +43,22 @@ struct DumpSummary {
   std::vector<std::string> overwritten;
 };
 
-// Returns the whole document. `level` and `task` are copied to the header.
+// Returns the whole document. `level`, `task` and `dump_data_dir` (the
+// tensor files' folder; null when empty) are copied to the header.
 std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<TensorRow>& rows,
-                            DumpSummary* summary);
+                            DumpSummary* summary, const std::string& dump_data_dir = "");
+
+// Which call each row belongs to (the rule above), and each call's name.
+struct CallGrouping {
+  std::vector<size_t> row_call;    // per row: index into names
+  std::vector<std::string> names;  // "Module.fc.Linear.forward.0", in order of first row
+};
+CallGrouping group_calls(const std::vector<TensorRow>& rows);
+
+// The compare row suffix of a place: "input_args.0" and "input_kwargs.mask"
+// -> "input.0", "input.mask"; "output.0.1" stays. A tensor's file in the
+// tensor task is "{call name}.{io_name}.pt", as msprobe names them.
+std::string io_name(const std::string& place);
 
 // The entry name of call `n`: "{n}" replaced (the only placeholder).
 std::string entry_name(const std::string& entry_template, int64_t n);

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 
 #include "compare/csv_writer.h"
@@ -24,6 +25,32 @@ using Result = std::shared_ptr<const gc::CompareResult>;
 using Quad = std::tuple<std::optional<double>, std::optional<double>, std::optional<double>, std::optional<double>>;
 
 Quad quad(const gc::StatArray& a) { return {a[0], a[1], a[2], a[3]}; }
+
+using Six = std::tuple<std::optional<double>, std::optional<double>, std::optional<double>, std::optional<double>,
+                       std::optional<double>, std::optional<double>>;
+
+const char* status_name(gc::TensorStatus s) {
+  switch (s) {
+    case gc::TensorStatus::kNone: return "none";
+    case gc::TensorStatus::kComputed: return "computed";
+    case gc::TensorStatus::kMismatch: return "mismatch";
+    case gc::TensorStatus::kUnavailable: return "unavailable";
+  }
+  return "?";
+}
+
+gc::TensorStatus parse_status(const std::string& s) {
+  if (s == "computed") return gc::TensorStatus::kComputed;
+  if (s == "mismatch") return gc::TensorStatus::kMismatch;
+  if (s == "unavailable") return gc::TensorStatus::kUnavailable;
+  throw std::invalid_argument("set_tensor_metrics: status must be 'computed', 'mismatch' or 'unavailable', got '" +
+                              s + "'");
+}
+
+std::optional<std::string> non_empty(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  return s;
+}
 
 // One CSV row, read-only; keeps its result alive.
 struct RowView {
@@ -58,23 +85,34 @@ PYBIND11_MODULE(_compare, m) {
 
   py::class_<gc::CompareOptions>(m, "CompareOptions", "Matching mode and verdict thresholds (percentages).")
       .def(py::init([](bool fuzzy, double input_error_pct, double output_error_pct, double warning_ratio,
-                       double warning_pct, double noise_pct) {
+                       double warning_pct, double noise_pct, double cosine_input_min, double cosine_drop,
+                       double thousandth_input_min, double thousandth_output_max) {
              gc::CompareOptions o;
              o.fuzzy = fuzzy;
-             o.thresholds = {input_error_pct, output_error_pct, warning_ratio, warning_pct, noise_pct};
+             o.thresholds = {input_error_pct, output_error_pct,    warning_ratio,        warning_pct,
+                             noise_pct,       cosine_input_min,    cosine_drop,          thousandth_input_min,
+                             thousandth_output_max};
              return o;
            }),
            py::kw_only(), py::arg("fuzzy") = false, py::arg("input_error_pct") = 10.0,
            py::arg("output_error_pct") = 50.0, py::arg("warning_ratio") = 10.0, py::arg("warning_pct") = 10.0,
-           py::arg("noise_pct") = 0.001)
+           py::arg("noise_pct") = 0.001, py::arg("cosine_input_min") = 0.9, py::arg("cosine_drop") = 0.1,
+           py::arg("thousandth_input_min") = 0.9, py::arg("thousandth_output_max") = 0.1)
       .def_readwrite("fuzzy", &gc::CompareOptions::fuzzy)
       .def_property_readonly("input_error_pct", [](const gc::CompareOptions& o) { return o.thresholds.input_error_pct; })
       .def_property_readonly("output_error_pct", [](const gc::CompareOptions& o) { return o.thresholds.output_error_pct; })
       .def_property_readonly("warning_ratio", [](const gc::CompareOptions& o) { return o.thresholds.warning_ratio; })
       .def_property_readonly("warning_pct", [](const gc::CompareOptions& o) { return o.thresholds.warning_pct; })
-      .def_property_readonly("noise_pct", [](const gc::CompareOptions& o) { return o.thresholds.noise_pct; });
+      .def_property_readonly("noise_pct", [](const gc::CompareOptions& o) { return o.thresholds.noise_pct; })
+      .def_property_readonly("cosine_input_min", [](const gc::CompareOptions& o) { return o.thresholds.cosine_input_min; })
+      .def_property_readonly("cosine_drop", [](const gc::CompareOptions& o) { return o.thresholds.cosine_drop; })
+      .def_property_readonly("thousandth_input_min",
+                             [](const gc::CompareOptions& o) { return o.thresholds.thousandth_input_min; })
+      .def_property_readonly("thousandth_output_max",
+                             [](const gc::CompareOptions& o) { return o.thresholds.thousandth_output_max; });
 
   py::class_<RowView>(m, "Row", "One compare row (one tensor); stats are (Max, Min, Mean, Norm).")
+      .def_property_readonly("index", [](const RowView& v) { return v.index; }, "Position in CompareResult.rows.")
       .def_property_readonly("name", [](const RowView& v) { return v.any().name; })
       .def_property_readonly("target_name", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.name; }); })
       .def_property_readonly("bench_name", [](const RowView& v) { return side(v.bench(), [](auto& r) { return r.name; }); })
@@ -96,6 +134,20 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("diff", [](const RowView& v) { return quad(v.row().metrics.diff); }, "target - bench")
       .def_property_readonly("rel_err_pct", [](const RowView& v) { return quad(v.row().metrics.rel_pct); })
       .def_property_readonly("norm_rel_err_pct", [](const RowView& v) { return v.row().metrics.rel_pct[gc::kNorm]; })
+      .def_property_readonly("target_data_name",
+                             [](const RowView& v) { return v.target() ? non_empty(v.target()->data_name) : std::nullopt; },
+                             "Tensor dumps: the target's file name under dump_tensor_data/, or None.")
+      .def_property_readonly("bench_data_name",
+                             [](const RowView& v) { return v.bench() ? non_empty(v.bench()->data_name) : std::nullopt; })
+      .def_property_readonly("tensor_status", [](const RowView& v) { return status_name(v.row().tensor.status); },
+                             "none, computed, mismatch or unavailable.")
+      .def_property_readonly("tensor_metrics",
+                             [](const RowView& v) -> Six {
+                               const auto& a = v.row().tensor.values;
+                               return {a[0], a[1], a[2], a[3], a[4], a[5]};
+                             },
+                             "(Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth Err Ratio, "
+                             "Five Thousandths Err Ratio); None where not computed.")
       .def("__repr__", [](const RowView& v) {
         return "<Row " + v.any().name + " " + gc::verdict_name(v.row().verdict) + ">";
       });
@@ -105,6 +157,36 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("bench_path", [](const gc::CompareResult& r) { return r.bench.source; })
       .def_property_readonly("target_entries", [](const gc::CompareResult& r) { return r.target.entries; },
                              "Target entry names in execution order.")
+      .def_property_readonly("target_task", [](const gc::CompareResult& r) { return r.target.task; })
+      .def_property_readonly("bench_task", [](const gc::CompareResult& r) { return r.bench.task; })
+      .def_property_readonly("has_tensor_data", &gc::has_tensor_data,
+                             "Both dumps' tensor records carry data_name (tensor dumps).")
+      .def_property_readonly("tensor_mode", [](const gc::CompareResult& r) { return r.tensor_mode; },
+                             "finish_tensor_compare has run: the CSV has the tensor columns.")
+      .def(
+          "set_tensor_metrics",
+          [](gc::CompareResult& r, size_t index, const std::string& status, const Six& values,
+             std::vector<std::string> notes) {
+            if (r.tensor_mode) throw std::logic_error("set_tensor_metrics: finish_tensor_compare has already run");
+            if (index >= r.rows.size())
+              throw py::index_error("set_tensor_metrics: row " + std::to_string(index) + " out of range (" +
+                                    std::to_string(r.rows.size()) + " rows)");
+            gc::CompareRow& row = r.rows[index];
+            if (row.match != gc::MatchKind::kMatched)
+              throw std::invalid_argument("set_tensor_metrics: row " + std::to_string(index) + " is not matched");
+            row.tensor.status = parse_status(status);
+            row.tensor.values = {std::get<0>(values), std::get<1>(values), std::get<2>(values),
+                                 std::get<3>(values), std::get<4>(values), std::get<5>(values)};
+            if (row.tensor.status != gc::TensorStatus::kComputed) row.tensor.values = {};
+            row.tensor.notes = std::move(notes);
+          },
+          py::arg("index"), py::arg("status"), py::arg("values"), py::arg("notes"),
+          "Stores a matched row's tensor metrics (order of Row.tensor_metrics). status: 'computed', 'mismatch' "
+          "(dtype/shape differ; Result error) or 'unavailable' (a file missing or unreadable; Result warning); "
+          "notes go to Err_message.")
+      .def("finish_tensor_compare", &gc::finish_tensor_compare, py::arg("options"),
+           "Applies the tensor rules, finds the first divergence again, recounts; the CSV then has the tensor "
+           "columns. Once per result.")
       .def_property_readonly("rows",
                              [](const std::shared_ptr<gc::CompareResult>& r) {
                                py::list out;
@@ -157,5 +239,6 @@ PYBIND11_MODULE(_compare, m) {
       py::call_guard<py::gil_scoped_release>(),
       "Compares two dump.json files. Raises DumpFormatError (a ValueError) for malformed files and "
       "DumpReadError (an OSError) for unreadable ones.");
-  m.def("csv_header", &gc::csv_header, "CSV columns: msprobe's, then graphprobe's.");
+  m.def("csv_header", &gc::csv_header, py::arg("tensor_columns") = false,
+        "CSV columns: msprobe's statistics columns, its real-data columns when tensor_columns, then graphprobe's.");
 }

@@ -1,10 +1,8 @@
 #include <pybind11/stl.h>
 
 #include "engine/engine.h"
-#include "format/dump_json.h"
-#include "fs/atomic_file.h"
+#include "engine/step_output.h"
 #include "python/bindings.h"
-#include "writer/writer.h"
 
 namespace py = pybind11;
 
@@ -15,45 +13,20 @@ void bind_engine(py::module_& m) {
       "finish_step",
       [](std::optional<std::string> out_dir, const std::string& task, const std::string& level,
          bool write_if_empty) {
-        StepResult result;
+        StepReport r;
         {
           py::gil_scoped_release nogil;  // device synchronisation can take a while
-          result = Engine::get().finish_step(out_dir.has_value());
+          r = finish_step_and_write(out_dir, task, level, write_if_empty);
         }
         py::dict summary;
-        summary["dropped"] = result.dropped;
-        summary["written"] = false;
-        if (!out_dir || (result.rows.empty() && !write_if_empty)) return summary;
-        DumpSummary ds;
-        std::string text = build_dump_json(task, level, result.rows, &ds);
-        // The document goes to the writer thread: the caller's thread does not
-        // wait for the disk (fsync costs milliseconds). A failure to create
-        // the folder is reported here, in the summary; a failed write later,
-        // by the writer (writer_take_errors), with the records it held.
-        std::string error;
-        int64_t seq = -1;
-        {
-          py::gil_scoped_release nogil;
-          try {
-            fs::make_dirs(*out_dir);
-            auto& w = writer::Writer::get();
-            writer::Reservation r = w.reserve(text.size(), writer::Producer::kHost, /*device_pending=*/false);
-            writer::WriteJob job;
-            job.file = *out_dir + "/dump.json";
-            job.is_document = true;
-            job.records = ds.tensors;
-            job.text = std::move(text);
-            seq = w.submit(std::move(r), std::move(job));
-          } catch (const fs::IoError& e) {
-            error = e.what();
-          }
-        }
-        if (!error.empty()) summary["error"] = error;
-        summary["write_seq"] = seq;
-        summary["written"] = error.empty();
-        summary["entries"] = ds.entries;
-        summary["tensors"] = ds.tensors;
-        summary["overwritten"] = ds.overwritten;
+        summary["dropped"] = r.dropped;
+        summary["written"] = r.written;
+        summary["write_seq"] = r.write_seq;
+        summary["entries"] = r.entries;
+        summary["tensors"] = r.tensors;
+        summary["missing_tensors"] = r.missing_tensors;
+        summary["overwritten"] = r.overwritten;
+        if (!r.error.empty()) summary["error"] = r.error;
         return summary;
       },
       py::arg("out_dir"), py::arg("task"), py::arg("level"), py::arg("write_if_empty") = true,
@@ -62,6 +35,9 @@ void bind_engine(py::module_& m) {
   m.def("set_active", [](bool active) { Engine::get().set_active(active); });
   m.def("set_enabled", [](bool enabled) { Engine::get().set_enabled(enabled); });
   m.def("enabled", [] { return Engine::get().enabled(); });
+  m.def(
+      "set_tensor_staging", [](std::optional<std::string> dir) { Engine::get().set_tensor_staging(std::move(dir)); },
+      py::arg("dir"), "Tensor task: stage every recorded tensor in `dir` (None: statistics only).");
   m.def("reset", [] { Engine::get().reset(); });
   m.def("slot_count", [] { return Engine::get().slot_count(); });
 }

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_C, m) {
   pybind11::register_exception<graphprobe::fs::IoError>(m, "IoError", PyExc_OSError);
   graphprobe::python::bind_engine(m);
   graphprobe::python::bind_writer(m);
+  graphprobe::python::bind_tensor_compare(m);
 }

@@ -26,6 +26,7 @@
 
 #include "capture/capture_mode.h"
 #include "writer/immortal.h"
+#include "writer/save_target.h"
 #include "writer/writer.h"
 
 namespace graphprobe {
@@ -64,7 +65,7 @@ class EventReady final : public writer::DeviceReady {
   cudaEvent_t event_ = nullptr;
 };
 
-void save_eager(const at::Tensor& x, const std::string& path, cudaStream_t stream) {
+void save_eager(const at::Tensor& x, const writer::SaveTarget& target, cudaStream_t stream) {
   auto& w = writer::Writer::get();
   writer::Reservation r = w.reserve(x.nbytes(), writer::Producer::kHost, /*device_pending=*/true);
   writer::WriteJob job;
@@ -75,7 +76,7 @@ void save_eager(const at::Tensor& x, const std::string& path, cudaStream_t strea
   job.tensor = at::empty(x.sizes(), x.options().device(c10::kCPU).pinned_memory(true));
   job.tensor.copy_(x, /*non_blocking=*/true);
   job.ready = std::make_unique<EventReady>(stream);
-  job.file = w.next_file(path);
+  job.file = target.numbered ? w.next_file(target.path) : target.path;
   w.submit(std::move(r), std::move(job));
 }
 
@@ -92,7 +93,7 @@ struct PinnedFree {
 // time and graphprobe cannot see when the user drops it. The cost is the
 // staging buffer (x's size in pinned memory) per captured save point.
 struct ReplayPoint {
-  std::string path;
+  writer::SaveTarget target;
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> sizes;
   size_t nbytes = 0;
@@ -117,15 +118,17 @@ KeptPoints& kept_points() {
 // next replay) until the writer catches up: nothing is dropped.
 void CUDART_CB on_replay(void* payload) {
   const auto* p = static_cast<const ReplayPoint*>(payload);
-  writer::Writer::get().submit_from_callback(p->path, p->dtype, p->sizes, p->staging.get(), p->nbytes);
+  if (p->target.gate != nullptr && !p->target.gate->load(std::memory_order_relaxed)) return;
+  writer::Writer::get().submit_from_callback(p->target.path, p->target.numbered, p->dtype, p->sizes,
+                                             p->staging.get(), p->nbytes);
 }
 
-void save_captured(const at::Tensor& x, const std::string& path, cudaStream_t stream) {
+void save_captured(const at::Tensor& x, const writer::SaveTarget& target, cudaStream_t stream) {
   // Under capture this records a copy kernel into the graph (its buffer comes
   // from the graph's pool and is read by the copy below in stream order).
   const at::Tensor src = x.resolve_conj().resolve_neg().contiguous();
   auto point = std::make_unique<ReplayPoint>();
-  point->path = path;
+  point->target = target;
   point->dtype = x.scalar_type();
   point->sizes = x.sizes().vec();
   point->nbytes = x.nbytes();
@@ -147,7 +150,11 @@ void save_captured(const at::Tensor& x, const std::string& path, cudaStream_t st
   kept.points.push_back(std::move(point));
 }
 
-void save_cuda(const at::Tensor& x, c10::string_view path) {
+}  // namespace
+
+namespace writer {
+
+void save_tensor_cuda(const at::Tensor& x, const SaveTarget& target) {
   TORCH_CHECK(x.layout() == c10::kStrided, "graphprobe.acl_save: only dense (strided) tensors can be saved, got a ",
               x.layout(), " tensor");
   const c10::cuda::CUDAGuard guard(x.device());
@@ -155,12 +162,19 @@ void save_cuda(const at::Tensor& x, c10::string_view path) {
   // the autograd graph, nor be saved with requires_grad.
   const at::Tensor v = x.detach();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
-  const std::string p(path);
   if (capture::stream_is_capturing(stream)) {
-    save_captured(v, p, stream);
+    save_captured(v, target, stream);
   } else {
-    save_eager(v, p, stream);
+    save_eager(v, target, stream);
   }
+}
+
+}  // namespace writer
+
+namespace {
+
+void save_cuda(const at::Tensor& x, c10::string_view path) {
+  writer::save_tensor_cuda(x, writer::SaveTarget{std::string(path), /*numbered=*/true, nullptr});
 }
 
 }  // namespace

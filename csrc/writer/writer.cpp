@@ -155,6 +155,12 @@ int64_t Writer::submit(Reservation r, WriteJob job) {
   return seq;
 }
 
+void Writer::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t target = submitted_;
+  done_cv_.wait(lock, [&] { return outstanding_.empty() || *outstanding_.begin() >= target; });
+}
+
 void Writer::wait_for(int64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return outstanding_.count(seq) == 0; });
@@ -166,7 +172,8 @@ std::string Writer::take_errors() {
   return take_errors_locked(&count);
 }
 
-void Writer::submit_from_callback(const std::string& path, c10::ScalarType dtype, const std::vector<int64_t>& sizes,
+void Writer::submit_from_callback(const std::string& path, bool numbered, c10::ScalarType dtype,
+                                  const std::vector<int64_t>& sizes,
                                   const void* data, size_t size) noexcept {
   // Runs on a CUDA driver thread: no CUDA calls, no Python, no exception may
   // escape into the driver.
@@ -177,7 +184,7 @@ void Writer::submit_from_callback(const std::string& path, c10::ScalarType dtype
     job.bytes.assign(p, p + size);
     job.dtype = dtype;
     job.sizes = sizes;
-    job.file = next_file(path);
+    job.file = numbered ? next_file(path) : path;
     submit(std::move(r), std::move(job));
   } catch (const std::exception& e) {
     record_error(path, e.what());

@@ -130,6 +130,9 @@ class Writer {
   // Returns the job's submission number (see wait_for).
   int64_t submit(Reservation r, WriteJob job);
 
+  // Waits until every job submitted so far has finished, without reporting.
+  void drain();
+
   // Waits until job `seq` (and nothing else) has finished.
   void wait_for(int64_t seq);
 
@@ -139,7 +142,8 @@ class Writer {
   // The whole path of a host callback: reserve, copy `size` bytes from
   // `data` (a pinned staging buffer), number, enqueue. No CUDA calls; never
   // throws (errors are kept for flush()).
-  void submit_from_callback(const std::string& path, c10::ScalarType dtype, const std::vector<int64_t>& sizes,
+  void submit_from_callback(const std::string& path, bool numbered, c10::ScalarType dtype,
+                            const std::vector<int64_t>& sizes,
                             const void* data, size_t size) noexcept;
 
   // Waits until every job submitted before the call is written, then throws

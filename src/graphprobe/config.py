@@ -30,7 +30,7 @@ __all__ = [
     "parse_ranks",
 ]
 
-TASKS = ("statistics",)
+TASKS = ("statistics", "tensor")
 LEVELS = ("L0", "L1", "mix")
 SUPPORTED_LEVELS = ("L0", "L1", "mix")
 ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "dump_enable")

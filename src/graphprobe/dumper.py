@@ -19,6 +19,7 @@ with the model and write device-resident records on every execution;
 from __future__ import annotations
 
 import os
+import shutil
 import warnings
 import weakref
 from typing import Any
@@ -79,6 +80,7 @@ class AclGraphDumper:
         self._lost_sync = 0  # records of steps whose folder could not be created
         self._failed_records_base = 0
         self._write_seq = -1  # the last dump.json handed to the writer
+        self._staging: str | None = None  # tensor task: where tensors wait for step()
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
 
@@ -116,6 +118,13 @@ class AclGraphDumper:
         os.makedirs(self.config.dump_path, mode=0o750, exist_ok=True)
         if not os.access(self.config.dump_path, os.W_OK):
             raise PermissionError(f"dump_path '{self.config.dump_path}' is not writable")
+        if self.config.task == "tensor":
+            # Full tensors are staged per probe and moved to their record
+            # names at step(); the folder is hidden inside dump_path so that
+            # renames never cross file systems.
+            self._staging = os.path.join(self.config.dump_path, f".staging_pid{os.getpid()}")
+            os.makedirs(self._staging, mode=0o750, exist_ok=True)
+            _C.set_tensor_staging(self._staging)
         if self.config.level in ("L0", "mix"):
             self._wiring.append(ModuleWiring(model, self.config.keywords))
         if self.config.level in ("L1", "mix"):
@@ -154,6 +163,13 @@ class AclGraphDumper:
             self._check_writes(previous)
         self._reload_switch()
         self._report(summary)
+        if summary.get("missing_tensors"):
+            warnings.warn(
+                f"graphprobe: {summary['missing_tensors']} tensor files of this step could not be written; their "
+                "records carry no data_name (the write errors follow at the next step())",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def enable(self, on: bool = True) -> None:
         """The live switch: turns recording off or on between iterations,
@@ -230,6 +246,10 @@ class AclGraphDumper:
             _C.set_active(False)
             _C.set_enabled(True)
             _C.reset()
+            if self._staging is not None:
+                _C.set_tensor_staging(None)
+                shutil.rmtree(self._staging, ignore_errors=True)
+                self._staging = None
             self._check_writes(self._write_seq)
 
     def _step_dir(self) -> str:

@@ -8,9 +8,13 @@ Example::
     for o in run.outcomes:
         print(o.pair.label, o.counts, o.first_divergence, o.csv_path)
 
-Works with the dumps only: neither torch nor graphprobe's engine is imported.
+Works with the dumps only: neither torch nor graphprobe's engine is imported
+for statistics dumps. When both dumps of a pair are tensor dumps (records with
+``data_name``, files under ``dump_tensor_data/``), the tensor files are
+compared too (:mod:`graphprobe.compare.tensors`; this imports torch).
 Each pair gives ``compare_result_{rank}_{timestamp}.csv`` (msprobe's columns,
-then ``Match`` and ``First Divergence``) and, unless ``html=False``,
+its real-data columns for tensor dumps, then ``Match`` and ``First
+Divergence``) and, unless ``html=False``,
 ``compare_report_{rank}_{timestamp}.html``. When two dump roots are compared
 the files go to ``{output_dir}/step{N}/``, otherwise to ``output_dir``.
 Pairs are compared in parallel worker processes.
@@ -53,6 +57,14 @@ class Thresholds:
     * ``warning_pct`` is also what the first-divergence search calls bad;
     * outputs at or below ``noise_pct`` never get the ratio warning: that is
       rounding noise (graphprobe's addition; msprobe flags it).
+
+    Tensor dumps only (msprobe's real-data rules; values, not percentages):
+
+    * error when every input's One Thousandth Err Ratio is above
+      ``thousandth_input_min`` and an output's is below
+      ``thousandth_output_max``;
+    * warning when every input's Cosine is above ``cosine_input_min`` and an
+      output's is lower than the lowest input's by more than ``cosine_drop``.
     """
 
     input_error_pct: float = 10.0
@@ -60,6 +72,10 @@ class Thresholds:
     warning_ratio: float = 10.0
     warning_pct: float = 10.0
     noise_pct: float = 0.001
+    cosine_input_min: float = 0.9
+    cosine_drop: float = 0.1
+    thousandth_input_min: float = 0.9
+    thousandth_output_max: float = 0.1
 
 
 def _engine():  # type: ignore[no-untyped-def]
@@ -90,12 +106,15 @@ def compare_pair(
     from graphprobe.compare.report import render_html
 
     eng = _engine()
+    options = eng.CompareOptions(fuzzy=fuzzy, **asdict(thresholds))
     try:
-        result = eng.compare_files(
-            str(pair.target), str(pair.bench), eng.CompareOptions(fuzzy=fuzzy, **asdict(thresholds))
-        )
+        result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
         return PairOutcome(pair=pair, error=str(e))
+    if result.has_tensor_data:
+        from graphprobe.compare.tensors import fill_tensor_metrics
+
+        fill_tensor_metrics(result, pair.target.parent, pair.bench.parent, options)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     result.write_csv(str(csv_path))
     worst, points = digest_rows(result, top)
@@ -172,7 +191,8 @@ def compare(
             bar.advance(task[0].label)
     else:
         # fork: workers start in milliseconds and need nothing re-imported;
-        # they run only the torch-free engine.
+        # they run the torch-free engine (and import torch themselves only
+        # for tensor dumps).
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:

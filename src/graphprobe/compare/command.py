@@ -61,6 +61,15 @@ def register(subparsers: Any) -> None:
                    help="warning rule when inputs are exact; first-divergence threshold (default: %(default)s)")
     p.add_argument("--noise-pct", type=_pct, default=0.001, metavar="PCT",
                    help="outputs at or below this never get the ratio warning (default: %(default)s)")
+    p.add_argument("--cosine-input-min", type=_pct, default=0.9, metavar="C",
+                   help="tensor dumps: warning when every input Cosine is above C ... (default: %(default)s)")
+    p.add_argument("--cosine-drop", type=_pct, default=0.1, metavar="D",
+                   help="... and an output's is more than D below the lowest input's (default: %(default)s)")
+    p.add_argument("--thousandth-input-min", type=_pct, default=0.9, metavar="R",
+                   help="tensor dumps: error when every input One Thousandth Err Ratio is above R ... "
+                        "(default: %(default)s)")
+    p.add_argument("--thousandth-output-max", type=_pct, default=0.1, metavar="R",
+                   help="... and an output's is below R (default: %(default)s)")
     p.add_argument("--top", type=_count, default=10, metavar="N", help="worst rows shown per pair (default: %(default)s)")
     p.add_argument("-j", "--jobs", type=_count, default=0, metavar="N", help="worker processes (default: CPU count)")
     p.add_argument("--no-report", action="store_true", help="write only the CSVs, no HTML")
@@ -74,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from graphprobe.compare.summary import format_summary
 
     thresholds = Thresholds(args.input_error_pct, args.output_error_pct, args.warning_ratio, args.warning_pct,
-                            args.noise_pct)
+                            args.noise_pct, args.cosine_input_min, args.cosine_drop, args.thousandth_input_min,
+                            args.thousandth_output_max)
     try:
         result = compare(
             args.target,

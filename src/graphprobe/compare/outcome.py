@@ -31,6 +31,9 @@ class RowDigest:
     target_norm: float | None
     bench_norm: float | None
     reasons: tuple[str, ...]
+    # Tensor dumps only (None otherwise): Cosine and MaxAbsErr of the data.
+    cosine: float | None = None
+    max_abs_err: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint
     worst = []
     for row in result.worst_rows(max(top, 0)):
         t, b = row.target_stats, row.bench_stats
+        tm = row.tensor_metrics
         worst.append(
             RowDigest(
                 name=row.name,
@@ -99,6 +103,8 @@ def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint
                 target_norm=t[3] if t else None,
                 bench_norm=b[3] if b else None,
                 reasons=tuple(row.reasons),
+                cosine=tm[0],
+                max_abs_err=tm[2],
             )
         )
     entries = result.target_entries

@@ -138,10 +138,14 @@ def render_html(
         else '<p id="first-divergence-text">No divergence found.</p>'
     )
     note = f"<p>{len(points)} entries, shown as {len(shown)} buckets (worst of each).</p>" if len(shown) < len(points) else ""
+    # Tensor dumps: the data's Cosine and MaxAbsErr too.
+    tensor = any(r.cosine is not None or r.max_abs_err is not None for r in worst)
+    tensor_head = "<th>Cosine</th><th>MaxAbsErr</th>" if tensor else ""
     rows = "\n".join(
         f'<tr class="{esc(r.result)}"><td>{esc(r.name)}</td><td>{esc(r.result)}</td>'
         f"<td>{_fmt(r.norm_rel_err_pct)}</td><td>{_fmt_num(r.target_norm)}</td><td>{_fmt_num(r.bench_norm)}</td>"
-        f"<td>{esc('; '.join(r.reasons))}</td></tr>"
+        + (f"<td>{_fmt_num(r.cosine, 10)}</td><td>{_fmt_num(r.max_abs_err)}</td>" if tensor else "")
+        + f"<td>{esc('; '.join(r.reasons))}</td></tr>"
         for r in worst
     )
     return f"""<!DOCTYPE html>
@@ -169,7 +173,7 @@ tr.warning td:nth-child(2) {{ color: #b7791f; font-weight: bold; }}
 <div id="hover"></div>
 <h2>Worst rows</h2>
 <table id="worst"><thead><tr><th>Row</th><th>Result</th><th>NormRelativeErr</th><th>Target norm</th>
-<th>Bench norm</th><th>Reasons</th></tr></thead>
+<th>Bench norm</th>{tensor_head}<th>Reasons</th></tr></thead>
 <tbody>
 {rows}
 </tbody></table>
@@ -189,7 +193,7 @@ tr.warning td:nth-child(2) {{ color: #b7791f; font-weight: bold; }}
 """
 
 
-def _fmt_num(v: float | None) -> str:
+def _fmt_num(v: float | None, digits: int = 6) -> str:
     if v is None:
         return "N/A"
-    return f"{v:.6g}"
+    return f"{v:.{digits}g}"

@@ -1,0 +1,234 @@
+#include "compare_tensors/tensor_metrics.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+namespace graphprobe::compare_tensors {
+namespace {
+
+std::string dtype_name(at::ScalarType s) {
+  switch (s) {
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kBool: return "torch.bool";
+    case at::kByte: return "torch.uint8";
+    case at::kChar: return "torch.int8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    default: return c10::toString(s);
+  }
+}
+
+std::string shape_str(at::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
+  if (!f) throw TensorFileError("cannot open tensor file '" + path + "': " + std::strerror(errno));
+  std::vector<char> data;
+  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
+    const long size = std::ftell(f.get());
+    if (size > 0) data.reserve(static_cast<size_t>(size));
+    std::rewind(f.get());
+  }
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) data.insert(data.end(), buf, buf + n);
+  if (std::ferror(f.get())) throw TensorFileError("cannot read tensor file '" + path + "': " + std::strerror(errno));
+  return data;
+}
+
+// Running sums of one pass; see the header for what each becomes.
+struct Accumulator {
+  double dot = 0, tt = 0, bb = 0, sq = 0, max_abs = 0, max_rel = 0;
+  int64_t within_1 = 0, within_5 = 0;
+  int64_t mismatch_at = -1;  // first position with unmatched non-finite values
+  double mismatch_t = 0, mismatch_b = 0;
+};
+
+// Calls f(target element, bench element) for every element, in row-major
+// order, until f returns false. Walks the strides itself: no ATen op (such
+// as contiguous()) runs here, because an intra-op parallel op in a process
+// forked from one that already used torch's OpenMP pool can deadlock, and
+// `graphprobe compare` runs pairs in forked workers.
+template <typename T, typename F>
+void for_each_pair(const at::Tensor& t, const at::Tensor& b, F&& f) {
+  const T* pt = t.const_data_ptr<T>();
+  const T* pb = b.const_data_ptr<T>();
+  const int64_t n = t.numel();
+  if (t.is_contiguous() && b.is_contiguous()) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!f(pt[i], pb[i])) return;
+    return;
+  }
+  // Non-contiguous (dim >= 1): innermost dimension in a plain loop, the
+  // others advanced like an odometer.
+  const at::IntArrayRef sizes = t.sizes(), st = t.strides(), sb = b.strides();
+  const int64_t dim = t.dim();
+  const int64_t inner = sizes[dim - 1], st_in = st[dim - 1], sb_in = sb[dim - 1];
+  std::vector<int64_t> index(static_cast<size_t>(dim), 0);
+  for (;;) {
+    for (int64_t j = 0; j < inner; ++j)
+      if (!f(pt[j * st_in], pb[j * sb_in])) return;
+    int64_t d = dim - 2;
+    for (; d >= 0; --d) {
+      if (++index[static_cast<size_t>(d)] < sizes[d]) {
+        pt += st[d];
+        pb += sb[d];
+        break;
+      }
+      pt -= st[d] * (sizes[d] - 1);
+      pb -= sb[d] * (sizes[d] - 1);
+      index[static_cast<size_t>(d)] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+template <typename T>
+Accumulator accumulate(const at::Tensor& t, const at::Tensor& b, double eps) {
+  Accumulator a;
+  int64_t i = 0;
+  for_each_pair<T>(t, b, [&](T tv, T bv) {
+    double x = static_cast<double>(tv);
+    double y = static_cast<double>(bv);
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      // Same non-finite value on both sides (x == y covers same-signed inf).
+      if (!((std::isnan(x) && std::isnan(y)) || x == y)) {
+        a.mismatch_at = i;
+        a.mismatch_t = x;
+        a.mismatch_b = y;
+        return false;
+      }
+      x = y = 0.0;
+    }
+    const double d = std::fabs(x - y);
+    a.dot += x * y;
+    a.tt += x * x;
+    a.bb += y * y;
+    a.sq += d * d;
+    a.max_abs = std::max(a.max_abs, d);
+    const double rel = y == 0.0 ? std::fabs(x) / eps : d / std::fabs(y);
+    a.max_rel = std::max(a.max_rel, rel);
+    a.within_1 += rel < kOneThousandth;
+    a.within_5 += rel < kFiveThousandths;
+    ++i;
+    return true;
+  });
+  return a;
+}
+
+}  // namespace
+
+at::Tensor load_tensor_file(const std::string& path) {
+  const std::vector<char> data = read_bytes(path);
+  c10::IValue value;
+  try {
+    value = torch::jit::pickle_load(data);
+  } catch (const c10::Error& e) {
+    throw TensorFileError("tensor file '" + path + "' is not a readable torch.save archive: " +
+                          e.what_without_backtrace());
+  }
+  if (!value.isTensor())
+    throw TensorFileError("tensor file '" + path + "' holds a " + value.tagKind() + ", not one tensor");
+  at::Tensor t = value.toTensor();
+  if (!t.device().is_cpu())
+    throw TensorFileError("tensor file '" + path + "' holds a tensor on " + t.device().str() + ", not on the CPU");
+  return t;
+}
+
+TensorMetrics compute_tensor_metrics(const at::Tensor& target, const at::Tensor& bench) {
+  if (target.scalar_type() != bench.scalar_type())
+    throw TensorMismatchError("dtype mismatch in the tensor files: " + dtype_name(target.scalar_type()) + " vs " +
+                              dtype_name(bench.scalar_type()));
+  if (target.sizes() != bench.sizes())
+    throw TensorMismatchError("shape mismatch in the tensor files: " + shape_str(target.sizes()) + " vs " +
+                              shape_str(bench.sizes()));
+  if (target.is_complex() || target.is_quantized() || target.layout() != at::kStrided)
+    throw TensorMismatchError("tensors of dtype " + dtype_name(target.scalar_type()) + " are not supported");
+
+  TensorMetrics m;
+  const int64_t n = target.numel();
+  if (n == 0) {
+    m.notes.push_back("empty tensor: nothing to compare");
+    return m;
+  }
+  const at::ScalarType st = target.scalar_type();
+  const bool narrow_float = st == at::kFloat || st == at::kHalf || st == at::kBFloat16;
+  const double eps = narrow_float ? static_cast<double>(std::numeric_limits<float>::epsilon())
+                                  : std::numeric_limits<double>::epsilon();
+  Accumulator a;
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, st, "graphprobe::compute_tensor_metrics",
+                             [&] { a = accumulate<scalar_t>(target, bench, eps); });
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (a.mismatch_at >= 0) {
+    m.cosine = m.euc_dist = m.max_abs_err = m.max_rel_err = m.one_thousandth_err_ratio =
+        m.five_thousandths_err_ratio = nan;
+    m.notes.push_back("non-finite values at different positions (first at flat index " +
+                      std::to_string(a.mismatch_at) + ": target " + num(a.mismatch_t) + ", bench " +
+                      num(a.mismatch_b) + "): tensor metrics are nan");
+    return m;
+  }
+  m.euc_dist = std::sqrt(a.sq);
+  m.max_abs_err = a.max_abs;
+  m.max_rel_err = a.max_rel;
+  m.one_thousandth_err_ratio = static_cast<double>(a.within_1) / static_cast<double>(n);
+  m.five_thousandths_err_ratio = static_cast<double>(a.within_5) / static_cast<double>(n);
+
+  const double dbl_eps = std::numeric_limits<double>::epsilon();
+  const double nt = std::sqrt(a.tt), nb = std::sqrt(a.bb);
+  if (n == 1) {
+    m.cosine = nan;
+    m.notes.push_back("Cosine: not defined for a single element");
+  } else if (nt <= dbl_eps && nb <= dbl_eps) {
+    m.cosine = 1.0;
+  } else if (nt <= dbl_eps) {
+    m.cosine = nan;
+    m.notes.push_back("Cosine: all the target data is zero");
+  } else if (nb <= dbl_eps) {
+    m.cosine = nan;
+    m.notes.push_back("Cosine: all the bench data is zero");
+  } else {
+    // sqrt(tt * bb) rather than nt * nb: exactly 1 for identical tensors
+    // (sqrt of a rounded square is exact); the product only when that overflows.
+    const double denom = std::isfinite(a.tt * a.bb) ? std::sqrt(a.tt * a.bb) : nt * nb;
+    m.cosine = std::clamp(a.dot / denom, -1.0, 1.0);
+  }
+  return m;
+}
+
+TensorMetrics compare_tensor_files(const std::string& target_path, const std::string& bench_path) {
+  const at::Tensor t = load_tensor_file(target_path);
+  const at::Tensor b = load_tensor_file(bench_path);
+  return compute_tensor_metrics(t, b);
+}
+
+}  // namespace graphprobe::compare_tensors

@@ -1,0 +1,44 @@
+// graphprobe._C.tensor_metrics: the real-data metrics of two dumped tensor
+// files, for `graphprobe compare` on tensor dumps. Called only when a tensor
+// dump is compared; the statistics compare never imports _C.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "compare_tensors/tensor_metrics.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+namespace gct = graphprobe::compare_tensors;
+
+namespace graphprobe::python {
+
+void bind_tensor_compare(py::module_& m) {
+  py::register_exception<gct::TensorFileError>(m, "TensorFileError", PyExc_OSError);
+  py::register_exception<gct::TensorMismatchError>(m, "TensorMismatchError", PyExc_ValueError);
+  m.def(
+      "tensor_metrics",
+      [](const std::string& target_file, const std::string& bench_file) {
+        gct::TensorMetrics r;
+        {
+          py::gil_scoped_release release;
+          r = gct::compare_tensor_files(target_file, bench_file);
+        }
+        py::dict d;
+        d["cosine"] = r.cosine;
+        d["euc_dist"] = r.euc_dist;
+        d["max_abs_err"] = r.max_abs_err;
+        d["max_rel_err"] = r.max_rel_err;
+        d["one_thousandth_err_ratio"] = r.one_thousandth_err_ratio;
+        d["five_thousandths_err_ratio"] = r.five_thousandths_err_ratio;
+        d["notes"] = r.notes;
+        return d;
+      },
+      py::arg("target_file"), py::arg("bench_file"),
+      "Cosine, EucDist, MaxAbsErr, MaxRelativeErr (a ratio), One Thousandth and Five Thousandths Err Ratio of "
+      "two torch.save tensor files, plus notes on undefined values; keys cosine, euc_dist, max_abs_err, "
+      "max_rel_err, one_thousandth_err_ratio, five_thousandths_err_ratio, notes. Values are None for empty "
+      "tensors. Raises TensorFileError (an OSError) when a file cannot be read as one tensor and "
+      "TensorMismatchError (a ValueError) when dtype or shape differ.");
+}
+
+}  // namespace graphprobe::python

@@ -1,0 +1,118 @@
+"""Tensor mode of ``graphprobe compare``: real-data metrics of tensor dumps.
+
+A pair is compared in tensor mode when both dumps are tensor dumps, i.e. their
+tensor records carry ``data_name``, the file under ``dump_tensor_data/`` (next
+to ``dump.json``) that holds the tensor. For each matched row the two files
+are read and compared by ``graphprobe._C.tensor_metrics`` (C++; reading
+``torch.save`` archives needs torch, so ``_C`` and torch are imported only
+here, only for tensor dumps), giving msprobe's real-data columns:
+
+========================== ===================================================
+column                     definition (t = target, b = bench, in float64)
+========================== ===================================================
+Cosine                     sum(t*b) / (|t| |b|), clamped to [-1, 1]; 1 when
+                           both are all zero; nan (with a note) when one is,
+                           or for a single element
+EucDist                    sqrt(sum((t - b)^2))
+MaxAbsErr                  max |t - b|
+Tensor MaxRelativeErr      max |t - b| / |b| (a ratio); where b = 0 the
+                           element's error is |t| / eps (eps of float32 for
+                           float16/bfloat16/float32, of float64 otherwise)
+One Thousandth Err Ratio   share of elements with relative error < 0.001
+Five Thousandths Err Ratio share of elements with relative error < 0.005
+========================== ===================================================
+
+Positions where both sides hold the same non-finite value count as 0 vs 0;
+any other non-finite position makes every metric nan. Rows whose records or
+files differ in dtype or shape get no metrics and Result error; rows whose
+files are missing or unreadable get no metrics and Result warning; the reason
+goes to Err_message. The tensor rules (see ``Thresholds``) then run in the
+C++ engine (``CompareResult.finish_tensor_compare``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TENSOR_DATA_DIR", "fill_tensor_metrics", "row_metrics"]
+
+TENSOR_DATA_DIR = "dump_tensor_data"
+
+# (status, six values in Row.tensor_metrics order, notes), as
+# CompareResult.set_tensor_metrics takes them.
+RowMetrics = tuple[str, tuple[float | None, ...], list[str]]
+MetricsFn = Callable[[str, str], dict[str, Any]]
+
+_KEYS = (
+    "cosine",
+    "euc_dist",
+    "max_abs_err",
+    "max_rel_err",
+    "one_thousandth_err_ratio",
+    "five_thousandths_err_ratio",
+)
+_NONE: tuple[float | None, ...] = (None,) * len(_KEYS)
+
+
+def _load_native() -> tuple[Any | None, str | None]:
+    """graphprobe._C, or None and why it could not be imported."""
+    try:
+        import torch  # noqa: F401  (_C links against libtorch: load it first)
+
+        from graphprobe import _C
+    except ImportError as e:
+        return None, f"graphprobe._C (torch) could not be imported: {e}"
+    return _C, None
+
+
+def _file(folder: Path, data_name: str | None, side: str) -> tuple[Path | None, str | None]:
+    """The tensor file of one side, or None and why it cannot be used."""
+    if not data_name:
+        return None, f"the {side} record has no data_name"
+    if "/" in data_name or "\\" in data_name or data_name in (".", ".."):
+        return None, f"the {side} data_name {data_name!r} is not a plain file name"
+    path = folder / TENSOR_DATA_DIR / data_name
+    if not path.is_file():
+        return None, f"{side} tensor file missing: {path}"
+    return path, None
+
+
+def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None, why_not: str | None) -> RowMetrics:
+    """The tensor metrics of one matched row (an engine ``Row``).
+
+    ``target_dir``/``bench_dir`` are the folders holding the two dump.json;
+    ``native`` is ``graphprobe._C`` or None (then ``why_not`` says why).
+    """
+    if row.target_dtype != row.bench_dtype:
+        return "mismatch", _NONE, [f"dtype mismatch: {row.target_dtype} vs {row.bench_dtype}"]
+    if list(row.target_shape) != list(row.bench_shape):
+        return "mismatch", _NONE, [f"shape mismatch: {list(row.target_shape)} vs {list(row.bench_shape)}"]
+    t_file, t_err = _file(target_dir, row.target_data_name, "target")
+    b_file, b_err = _file(bench_dir, row.bench_data_name, "bench")
+    missing = [e for e in (t_err, b_err) if e]
+    if missing:
+        return "unavailable", _NONE, missing
+    if native is None:
+        return "unavailable", _NONE, [why_not or "graphprobe._C is not available"]
+    try:
+        d = native.tensor_metrics(str(t_file), str(b_file))
+    except native.TensorMismatchError as e:
+        return "mismatch", _NONE, [str(e)]
+    except OSError as e:  # TensorFileError, or the file vanished
+        return "unavailable", _NONE, [str(e)]
+    return "computed", tuple(d[k] for k in _KEYS), list(d["notes"])
+
+
+def fill_tensor_metrics(result: Any, target_dir: Path, bench_dir: Path, options: Any) -> None:
+    """Computes every matched row's tensor metrics into ``result`` (an engine
+    ``CompareResult`` with ``has_tensor_data``), then applies the tensor rules
+    with ``options`` (an engine ``CompareOptions``)."""
+    native, why_not = _load_native()
+    for row in result.rows:
+        if row.match != "matched":
+            continue
+        status, values, notes = row_metrics(row, target_dir, bench_dir, native, why_not)
+        result.set_tensor_metrics(row.index, status, values, notes)
+    result.finish_tensor_compare(options)

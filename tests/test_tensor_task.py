@@ -1,0 +1,104 @@
+"""task "tensor": full tensors of the selected records, every step, under their record names."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import torch
+from models import make_transformer
+
+import graphprobe
+
+
+def _reference(model, tokens):
+    """Eager float32 inputs/outputs of every module whose name contains "mlp",
+    by plain hooks on an unwired copy: {file name: tensor}."""
+    files, calls, handles = {}, {}, []
+    for path, mod in model.named_modules():
+        cls = type(mod).__name__
+        if not path or "mlp" not in f"{path}.{cls}".lower():
+            continue
+        base = f"Module.{path}.{cls}.forward"
+
+        def pre(m, args, base=base):
+            n = calls.get(base, 0)
+            files[f"{base}.{n}.input.0.pt"] = args[0].detach().clone()
+
+        def post(m, args, out, base=base):
+            n = calls.get(base, 0)
+            calls[base] = n + 1
+            files[f"{base}.{n}.output.0.pt"] = out.detach().clone()
+
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    with torch.no_grad():
+        model(tokens)
+    for h in handles:
+        h.remove()
+    return files
+
+
+def test_compiled_tensor_dump_is_bit_equal_to_eager(write_config, tmp_path):
+    base = make_transformer()
+    ref_model = copy.deepcopy(base)
+    model = copy.deepcopy(base)
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor", statistics={"list": ["mlp"]}))
+    dumper.start(model)
+    # aot_eager runs the same ATen kernels as eager, so bit equality is the bar.
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    for step in range(3):
+        tokens = torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(step))
+        with torch.no_grad():
+            compiled(tokens)
+        dumper.step()
+        want = _reference(ref_model, tokens)
+        graphprobe.flush()
+        (proc,) = os.listdir(tmp_path / "dump" / f"step{step}")
+        folder = tmp_path / "dump" / f"step{step}" / proc
+        doc = json.loads((folder / "dump.json").read_text())
+        assert doc["task"] == "tensor" and doc["dump_data_dir"] == str(folder / "dump_tensor_data")
+        names = sorted(os.listdir(folder / "dump_tensor_data"))
+        assert names == sorted(want), "exactly the MLP tensors"
+        for name, tensor in want.items():
+            got = torch.load(folder / "dump_tensor_data" / name)
+            assert got.dtype == tensor.dtype and torch.equal(got, tensor), name
+        data_names = {
+            rec["data_name"]
+            for entry in doc["data"].values()
+            for part in ("input_args", "output")
+            for rec in entry[part]
+            if isinstance(rec, dict) and "data_name" in rec
+        }
+        assert data_names == set(want)
+    dumper.stop()
+    assert not any(p.name.startswith(".staging") for p in (tmp_path / "dump").iterdir())
+
+
+def test_tensor_task_with_switch_and_discarded_steps(write_config, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor"))
+    dumper.start(model)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    with torch._dynamo.config.patch(error_on_recompile=True), torch.no_grad():
+        compiled(torch.ones(1, 3))
+        dumper.step(dump=False)  # discarded: its staged tensors must not leak into step0
+        for step in range(6):
+            dumper.enable(step not in (2, 4))
+            x = torch.full((1, 3), float(step))
+            compiled(x)
+            dumper.step()
+    dumper.stop()
+    root = tmp_path / "dump"
+    assert sorted(p.name for p in root.iterdir()) == ["step0", "step1", "step3", "step5"]
+    for step in (0, 1, 3, 5):
+        (proc,) = os.listdir(root / f"step{step}")
+        files = sorted(os.listdir(root / f"step{step}" / proc / "dump_tensor_data"))
+        assert files == [
+            "Module.0.Linear.forward.0.input.0.pt",
+            "Module.0.Linear.forward.0.output.0.pt",
+            "Module.1.ReLU.forward.0.input.0.pt",
+            "Module.1.ReLU.forward.0.output.0.pt",
+        ]
+        x = torch.load(root / f"step{step}" / proc / "dump_tensor_data" / files[0])
+        assert torch.equal(x, torch.full((1, 3), float(step)))
