@@ -117,8 +117,9 @@ def kernel_costs(
 
 def _step_cost(records: int, device: torch.device, repeats: int) -> dict[str, Any]:
     """``finish_step`` after ``records`` small records: collecting only
-    (out_dir None) against collecting and writing dump.json (what
-    ``dumper.step()`` does), each step into a new folder as the dumper does."""
+    (out_dir None) against collecting, building dump.json and handing it to
+    the writer thread (what ``dumper.step()`` does; the disk write itself is
+    off the caller's thread), each step into a new folder as the dumper does."""
     x = torch.ones(64, device=device)
     root = tempfile.mkdtemp(prefix="graphprobe-step-")
     collect: list[float] = []
@@ -133,6 +134,7 @@ def _step_cost(records: int, device: torch.device, repeats: int) -> dict[str, An
                 if r:  # the first round creates the slots
                     dest.append(time.perf_counter() - start)
     finally:
+        _C.writer_flush()  # dump.json is written by the writer thread: let it finish before removing the folder
         shutil.rmtree(root, ignore_errors=True)
     return {"records": records, "collect_s": statistics.median(collect), "collect_write_s": statistics.median(write)}
 

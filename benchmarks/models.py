@@ -1,10 +1,9 @@
 """The models the benchmark runs: a transformer at three sizes and an MLP.
 
-Defined here rather than imported from ``tests/`` so that the benchmark does
-not change when a test model does. The transformer has the shape of the test
-model (embedding, pre-norm blocks of attention and MLP, a final LayerNorm
-called twice, a head); sizes grow in width, depth and sequence length so that
-the growth of the recording cost with model size shows.
+The transformer is the demo's model (``graphprobe.demo.model``: embedding,
+pre-norm blocks of attention and MLP, final norm, head), which the package
+keeps stable; sizes grow in width, depth and sequence length so that the
+growth of the recording cost with model size shows.
 
 Example::
 
@@ -20,65 +19,9 @@ from typing import Callable
 import torch
 from torch import nn
 
-__all__ = ["MODELS", "ModelSpec", "Transformer", "MLPStack"]
+from graphprobe.demo.model import DemoTransformer
 
-
-class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).chunk(3, dim=-1)
-        q, k, v = (t.reshape(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
-        scores = (q @ k.transpose(-1, -2)) / (d // self.heads) ** 0.5
-        y = scores.softmax(dim=-1) @ v
-        return self.proj(y.transpose(1, 2).reshape(b, s, d))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(dim, 4 * dim)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(4 * dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))
-
-
-class Block(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.ln1 = nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads)
-        self.ln2 = nn.LayerNorm(dim)
-        self.mlp = FeedForward(dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class Transformer(nn.Module):
-    """Embedding, N blocks, a final LayerNorm called twice per forward, a head."""
-
-    def __init__(self, vocab: int, dim: int, heads: int, blocks: int) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(Block(dim, heads) for _ in range(blocks))
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens)
-        for layer in self.layers:
-            x = layer(x)
-        x = self.norm(x)
-        return self.head(self.norm(x))
+__all__ = ["MODELS", "ModelSpec", "MLPStack"]
 
 
 class MLPStack(nn.Module):
@@ -113,7 +56,7 @@ def _transformer(name: str, vocab: int, dim: int, heads: int, blocks: int, batch
     return ModelSpec(
         name=name,
         description=f"transformer dim {dim}, {blocks} blocks, {heads} heads, vocab {vocab}, tokens {batch}x{seq}",
-        factory=lambda: Transformer(vocab, dim, heads, blocks),
+        factory=lambda: DemoTransformer(vocab=vocab, dim=dim, heads=heads, layers=blocks),
         input_factory=lambda g: torch.randint(0, vocab, (batch, seq), generator=g),
     )
 

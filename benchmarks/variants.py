@@ -126,6 +126,7 @@ def _start_dumper(model: nn.Module, level: str, workdir: str, name: str) -> grap
 
 def _dump_count(dumper: graphprobe.AclGraphDumper) -> tuple[int, int]:
     last = dumper.step_number - 1
+    dumper.flush()  # dump.json is written by the writer thread
     found = glob.glob(os.path.join(dumper.config.dump_path, f"step{last}", "*", "dump.json"))
     if len(found) != 1:
         return 0, 0

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "compare/entry_ranges.h"
+
 namespace graphprobe::compare {
 namespace {
 
@@ -13,13 +15,8 @@ bool norm_bad(const CompareRow& r, double limit) {
 }  // namespace
 
 std::optional<uint32_t> find_first_divergence(const Dump& target, std::vector<CompareRow>& rows, const Thresholds& th) {
-  size_t begin = 0;
-  while (begin < rows.size() && rows[begin].target >= 0) {
+  for (const auto& [begin, end] : entry_ranges(target, rows)) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
-    size_t end = begin + 1;
-    while (end < rows.size() && rows[end].target >= 0 &&
-           target.rows[static_cast<size_t>(rows[end].target)].entry == entry)
-      ++end;
     bool inputs_fine = true, output_bad = false;
     for (size_t i = begin; i < end; ++i) {
       const CompareRow& r = rows[i];
@@ -32,7 +29,6 @@ std::optional<uint32_t> find_first_divergence(const Dump& target, std::vector<Co
       for (size_t i = begin; i < end; ++i) rows[i].first_divergence = true;
       return entry;
     }
-    begin = end;
   }
   return std::nullopt;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compare/entry_ranges.h"
+
 namespace graphprobe::compare {
 namespace {
 
@@ -55,17 +57,7 @@ void entry_rules(const Dump& target, std::vector<CompareRow>& rows, size_t begin
 
 void apply_tensor_verdicts(const Dump& target, std::vector<CompareRow>& rows, const Thresholds& th) {
   for (CompareRow& r : rows) row_rules(r);
-  // Target rows come first and in order, so each entry's rows are adjacent.
-  size_t begin = 0;
-  while (begin < rows.size() && rows[begin].target >= 0) {
-    const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
-    size_t end = begin + 1;
-    while (end < rows.size() && rows[end].target >= 0 &&
-           target.rows[static_cast<size_t>(rows[end].target)].entry == entry)
-      ++end;
-    entry_rules(target, rows, begin, end, th);
-    begin = end;
-  }
+  for (const auto& [begin, end] : entry_ranges(target, rows)) entry_rules(target, rows, begin, end, th);
 }
 
 }  // namespace graphprobe::compare

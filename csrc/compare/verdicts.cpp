@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "compare/entry_ranges.h"
+
 namespace graphprobe::compare {
 namespace {
 
@@ -75,17 +77,7 @@ void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRo
       row_rules(target.rows[static_cast<size_t>(r.target)], bench.rows[static_cast<size_t>(r.bench)], r);
     }
   }
-  // Target rows come first and in order, so each entry's rows are adjacent.
-  size_t begin = 0;
-  while (begin < rows.size() && rows[begin].target >= 0) {
-    const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
-    size_t end = begin + 1;
-    while (end < rows.size() && rows[end].target >= 0 &&
-           target.rows[static_cast<size_t>(rows[end].target)].entry == entry)
-      ++end;
-    entry_rules(target, rows, begin, end, th);
-    begin = end;
-  }
+  for (const auto& [begin, end] : entry_ranges(target, rows)) entry_rules(target, rows, begin, end, th);
 }
 
 }  // namespace graphprobe::compare

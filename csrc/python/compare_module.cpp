@@ -81,7 +81,9 @@ PYBIND11_MODULE(_compare, m) {
   m.doc() = "graphprobe compare engine (torch-free): dump.json pairs -> msprobe compare rows";
 
   py::register_exception<gc::DumpFormatError>(m, "DumpFormatError", PyExc_ValueError);
-  py::register_exception<graphprobe::fs::IoError>(m, "DumpReadError", PyExc_OSError);
+  // Local: _C maps the same C++ type (fs::IoError) to its own class, and a
+  // global registration here would take over the engine's errors.
+  py::register_local_exception<graphprobe::fs::IoError>(m, "DumpReadError", PyExc_OSError);
 
   py::class_<gc::CompareOptions>(m, "CompareOptions", "Matching mode and verdict thresholds (percentages).")
       .def(py::init([](bool fuzzy, double input_error_pct, double output_error_pct, double warning_ratio,

@@ -7,7 +7,8 @@
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "graphprobe engine: probe ops, record tables, writer";
-  pybind11::register_exception<graphprobe::fs::IoError>(m, "IoError", PyExc_OSError);
+  // Local: _compare maps the same C++ type to its own class.
+  pybind11::register_local_exception<graphprobe::fs::IoError>(m, "IoError", PyExc_OSError);
   graphprobe::python::bind_engine(m);
   graphprobe::python::bind_writer(m);
   graphprobe::python::bind_tensor_compare(m);

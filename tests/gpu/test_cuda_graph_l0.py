@@ -10,19 +10,8 @@ from models import make_transformer
 from reference import ReferenceRecorder, assert_stats_close, flatten_dump
 
 import graphprobe
+from graphs import capture
 
-
-def _capture(model, static):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):  # warm-up outside the graph, as torch.cuda.graph's docs advise
-            model(static)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = model(static)
-    return graph, out
 
 
 def _check(data, ref, rtol, step):
@@ -42,7 +31,7 @@ def test_replays_record_every_step(write_config, read_step, tmp_path):
     dumper = graphprobe.AclGraphDumper(write_config())
     dumper.start(model)
     static = torch.zeros(2, 6, dtype=torch.long, device="cuda")
-    graph, _ = _capture(model, static)
+    graph, _ = capture(model, static)
     dumper.step(dump=False)  # warm-up and capture: discarded
     inputs = [torch.randint(0, 64, (2, 6), device="cuda", generator=None) for _ in range(5)]
     for step, tokens in enumerate(inputs):
@@ -61,8 +50,8 @@ def test_only_the_replayed_graph_is_listed(write_config, read_step, tmp_path):
     dumper = graphprobe.AclGraphDumper(write_config())
     dumper.start(model)
     small, big = torch.zeros(2, 8, device="cuda"), torch.zeros(4, 8, device="cuda")
-    g_small, _ = _capture(model, small)
-    g_big, _ = _capture(model, big)
+    g_small, _ = capture(model, small)
+    g_big, _ = capture(model, big)
     dumper.step(dump=False)
     big.copy_(torch.randn(4, 8))
     g_big.replay()
@@ -83,7 +72,7 @@ def test_two_replays_between_steps_are_reported(write_config, read_step, tmp_pat
     dumper = graphprobe.AclGraphDumper(write_config())
     dumper.start(model)
     static = torch.zeros(2, 8, device="cuda")
-    graph, _ = _capture(model, static)
+    graph, _ = capture(model, static)
     dumper.step(dump=False)
     graph.replay()
     static.fill_(2.0)
@@ -95,35 +84,15 @@ def test_two_replays_between_steps_are_reported(write_config, read_step, tmp_pat
     assert rec["write_count"] == 2 and rec["Max"] == 2.0  # the latest replay wins, and says so
 
 
-@torch.no_grad()
-def test_compiled_cuda_eager_path(write_config, read_step, tmp_path):
+def _compiled_steps_match_eager(write_config, read_step, tmp_path, **compile_kwargs):
     base = make_transformer().cuda()
     ref_model = copy.deepcopy(base)
     recorder = ReferenceRecorder(ref_model)
     model = copy.deepcopy(base)
     dumper = graphprobe.AclGraphDumper(write_config())
     dumper.start(model)
-    compiled = torch.compile(model, fullgraph=True)
-    for step in range(3):
-        tokens = torch.randint(0, 64, (2, 5), device="cuda")
-        compiled(tokens)
-        dumper.step()
-        recorder.reset()
-        ref_model(tokens)
-        _check(read_step(str(tmp_path / "dump"), step)["data"], recorder.entries, 1e-4, step)
-    dumper.stop()
-
-
-@torch.no_grad()
-def test_reduce_overhead_cudagraph_trees(write_config, read_step, tmp_path):
-    base = make_transformer().cuda()
-    ref_model = copy.deepcopy(base)
-    recorder = ReferenceRecorder(ref_model)
-    model = copy.deepcopy(base)
-    dumper = graphprobe.AclGraphDumper(write_config())
-    dumper.start(model)
-    compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
-    for _ in range(3):  # cudagraph trees warm up, then record
+    compiled = torch.compile(model, fullgraph=True, **compile_kwargs)
+    for _ in range(3):  # compile; cudagraph trees warm up, then record
         compiled(torch.randint(0, 64, (2, 5), device="cuda"))
     dumper.step(dump=False)
     for step in range(3):
@@ -137,12 +106,22 @@ def test_reduce_overhead_cudagraph_trees(write_config, read_step, tmp_path):
 
 
 @torch.no_grad()
+def test_compiled_cuda_eager_path(write_config, read_step, tmp_path):
+    _compiled_steps_match_eager(write_config, read_step, tmp_path)
+
+
+@torch.no_grad()
+def test_reduce_overhead_cudagraph_trees(write_config, read_step, tmp_path):
+    _compiled_steps_match_eager(write_config, read_step, tmp_path, mode="reduce-overhead")
+
+
+@torch.no_grad()
 def test_switch_inside_captured_graph(write_config, read_step, tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).cuda()
     dumper = graphprobe.AclGraphDumper(write_config())
     dumper.start(model)
     static = torch.zeros(2, 8, device="cuda")
-    graph, _ = _capture(model, static)
+    graph, _ = capture(model, static)
     dumper.step(dump=False)
     for step in range(6):
         dumper.enable(step not in (2, 4))

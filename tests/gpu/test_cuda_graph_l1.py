@@ -10,6 +10,7 @@ from models import make_transformer
 from reference import ApiReferenceRecorder, ReferenceRecorder, assert_stats_close, flatten_dump
 
 import graphprobe
+from graphs import capture
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -24,18 +25,6 @@ OPERATOR_NAMES = {
 }
 
 
-def _capture(model, static):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):  # warm-up outside the graph, as torch.cuda.graph's docs advise
-            model(static)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = model(static)
-    return graph, out
-
 
 @pytest.mark.parametrize("level", ["L1", "mix"])
 @torch.no_grad()
@@ -48,7 +37,7 @@ def test_replays_record_apis_every_step(level, write_config, read_step, tmp_path
     dumper = graphprobe.AclGraphDumper(write_config(level=level))
     dumper.start(model)
     static = torch.zeros(2, 6, dtype=torch.long, device="cuda")
-    graph, _ = _capture(model, static)
+    graph, _ = capture(model, static)
     dumper.step(dump=False)  # warm-up and capture: discarded
     for step in range(5):
         tokens = torch.randint(0, 64, (2, 6), device="cuda")

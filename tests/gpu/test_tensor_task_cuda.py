@@ -10,18 +10,8 @@ import torch
 from models import make_transformer
 
 import graphprobe
+from graphs import capture
 
-
-def _capture(model, static):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        model(static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        model(static)
-    return graph
 
 
 @torch.no_grad()
@@ -32,7 +22,7 @@ def test_replays_save_mlp_tensors_and_honour_the_switch(write_config, tmp_path):
     dumper = graphprobe.AclGraphDumper(write_config(task="tensor", statistics={"list": ["mlp.fc2"]}))
     dumper.start(model)
     static = torch.zeros(2, 5, dtype=torch.long, device="cuda")
-    graph = _capture(model, static)
+    graph, _ = capture(model, static)
     dumper.step(dump=False)
     for step in range(6):
         dumper.enable(step not in (2, 4))

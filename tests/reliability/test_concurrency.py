@@ -50,3 +50,46 @@ def test_processes_share_one_dump_root(tmp_path):
             data = json.loads((root / f"step{step}" / f"pid{pid}" / "dump.json").read_text())["data"]
             rec = data["Module.0.ReLU.forward.0"]["input_args"][0]
             assert rec["Max"] == rec["Min"] == tag * 1000 + step
+
+
+def test_threads_saving_concurrently(tmp_path):
+    import threading
+
+    import torch
+
+    import graphprobe
+
+    threads, saves = 8, 100
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(saves):
+                graphprobe.acl_save(torch.full((64,), float(t * 1000 + i)), str(tmp_path / f"t{t}.pt"))
+        except BaseException as exc:  # reported below, not swallowed
+            errors.append(exc)
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    graphprobe.flush()
+    assert not errors
+    for t in range(threads):
+        # One path per thread: file n holds that thread's n-th value.
+        for i in range(saves):
+            got = torch.load(tmp_path / f"t{t}_{i}.pt")
+            assert torch.equal(got, torch.full((64,), float(t * 1000 + i))), (t, i)
+    # And all threads on one shared path: every value exactly once.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    pool = [threading.Thread(target=lambda t=t: [graphprobe.acl_save(torch.tensor([t * 1000 + i]), str(shared / "s.pt"))
+                                                 for i in range(saves)]) for t in range(threads)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    graphprobe.flush()
+    values = sorted(int(torch.load(shared / f"s_{n}.pt").item()) for n in range(threads * saves))
+    assert values == sorted(t * 1000 + i for t in range(threads) for i in range(saves))

@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import Any
 
+from graphprobe.cli import int_at_least
+
 __all__ = ["register", "run"]
 
 
@@ -28,14 +30,7 @@ def _pct(text: str) -> float:
     return v
 
 
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
+_count = int_at_least(0)
 
 
 def register(subparsers: Any) -> None:

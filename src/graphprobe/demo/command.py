@@ -6,17 +6,9 @@ import argparse
 import sys
 from typing import Any
 
+from graphprobe.cli import int_at_least
+
 __all__ = ["register", "run"]
-
-
-def _steps(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
-    return value
 
 
 def register(subparsers: Any) -> None:
@@ -32,7 +24,7 @@ def register(subparsers: Any) -> None:
                    help="scale MODULE's output (default scale 2.0) in the graph-mode run, e.g. layers.1.mlp")
     p.add_argument("--level", choices=("L0", "L1", "mix"), default="L0", help="what to record (default: %(default)s)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: %(default)s)")
-    p.add_argument("--steps", type=_steps, default=3, help="recorded steps (default: %(default)s)")
+    p.add_argument("--steps", type=int_at_least(1), default=3, help="recorded steps (default: %(default)s)")
     p.add_argument("--out", default="./graphprobe_demo", help="output folder (default: %(default)s)")
     p.set_defaults(handler=run)
 
