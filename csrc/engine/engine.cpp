@@ -193,6 +193,7 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
   DeviceTable* table = nullptr;
   int64_t row = -1;
   std::optional<std::string> staged;
+  const std::atomic<bool>* gate = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!active_) return;
@@ -208,12 +209,13 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
     table = &cuda_table(device.index());
     row = s.row;
     if (staging_) staged = staged_file(*staging_, id);
+    gate = gates_.back().get();
   }
   // Rows and tables are never freed, so using them outside the lock is safe.
   table->record(x, row);
   // A captured save checks the live switch on every replay; a non-captured
   // one got here only while recording.
-  if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, &recording_});
+  if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, gate});
 }
 
 void Engine::append_rows(std::vector<std::pair<std::pair<double, double>, TensorRow>>& out, const std::vector<Row>& rows,
@@ -267,6 +269,8 @@ StepResult Engine::finish_step(bool collect) {
 
 void Engine::reset() {
   std::lock_guard<std::mutex> lock(mu_);
+  gates_.back()->store(false);
+  gates_.push_back(std::make_unique<std::atomic<bool>>(false));
   slots_.clear();
   eager_slots_.clear();
   eager_seen_.clear();

@@ -95,7 +95,7 @@ class Engine {
     int64_t numel = 0;
   };
 
-  void update_recording_locked() { recording_.store(active_ && enabled_); }
+  void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
   int64_t slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing);
   int64_t new_slot(const at::Tensor& x, const ProbeSite& site);
@@ -107,8 +107,16 @@ class Engine {
   bool active_ = false;
   bool enabled_ = true;
   // active_ && enabled_, readable without the lock: captured saves check it
-  // on every replay, from the CUDA driver's callback thread.
-  std::atomic<bool> recording_{false};
+  // on every replay, from the CUDA driver's callback thread. One gate per
+  // start/stop generation: reset() closes the current one for good, so a
+  // graph captured under an earlier dumper never files tensors into a later
+  // dumper's slots. Gates are never freed (captured graphs keep pointers).
+  std::deque<std::unique_ptr<std::atomic<bool>>> gates_ = make_first_gate();
+  static std::deque<std::unique_ptr<std::atomic<bool>>> make_first_gate() {
+    std::deque<std::unique_ptr<std::atomic<bool>>> d;
+    d.push_back(std::make_unique<std::atomic<bool>>(false));
+    return d;
+  }
   std::optional<std::string> staging_;
   int64_t dropped_ = 0;
   int64_t epoch_ = 1;  // 0 marks a row never written

@@ -152,24 +152,19 @@ class AclGraphDumper:
             step_dir = self._step_dir()
             self._step += 1
             summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
-            if "error" in summary:
-                self._lost_sync += summary["tensors"]
-                raise DumpWriteError(
-                    f"graphprobe: step {self._step - 1}: {summary['error']}; {summary['tensors']} tensor records "
-                    f"of {summary['entries']} entries were not written"
-                )
-            previous, self._write_seq = self._write_seq, summary.get("write_seq", -1)
-            # The previous step's file had a whole iteration to reach the disk.
-            self._check_writes(previous)
         self._reload_switch()
         self._report(summary)
-        if summary.get("missing_tensors"):
-            warnings.warn(
-                f"graphprobe: {summary['missing_tensors']} tensor files of this step could not be written; their "
-                "records carry no data_name (the write errors follow at the next step())",
-                RuntimeWarning,
-                stacklevel=2,
+        if not dump:
+            return
+        if "error" in summary:
+            self._lost_sync += summary["tensors"]
+            raise DumpWriteError(
+                f"graphprobe: step {self._step - 1}: {summary['error']}; {summary['tensors']} tensor records "
+                f"of {summary['entries']} entries were not written"
             )
+        previous, self._write_seq = self._write_seq, summary["write_seq"]
+        # The previous step's file had a whole iteration to reach the disk.
+        self._check_writes(previous)
 
     def enable(self, on: bool = True) -> None:
         """The live switch: turns recording off or on between iterations,
@@ -192,7 +187,7 @@ class AclGraphDumper:
         """Whether recording is switched on."""
         return self._enabled
 
-    def _mtime(self) -> float | None:
+    def _mtime(self) -> int | None:
         source = self.config.source
         if source is None or source.startswith("<"):
             return None
@@ -263,6 +258,13 @@ class AclGraphDumper:
             warnings.warn(
                 f"graphprobe: {dropped} records were dropped since the last step because the record table "
                 "is full; call step() after every iteration",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        if summary.get("missing_tensors"):
+            warnings.warn(
+                f"graphprobe: {summary['missing_tensors']} tensor files of this step could not be written; their "
+                "records carry no data_name (the write errors are raised next)",
                 RuntimeWarning,
                 stacklevel=3,
             )
