@@ -340,9 +340,8 @@ _FIXES_TEXT = """What closes the remaining gaps. dump.json is written by the wri
 collection and the JSON text) and the float32/bf16/fp16 kernel is an AVX2 single pass, so on small models
 the overhead is now dominated by the fixed cost per probe (the dispatcher call with its string arguments,
 ~4-5 us, about torch.sum's own fixed cost) and, in eager mode, the Python hooks: fewer probe calls (one op
-per module call for all of its tensors instead of one per tensor) would remove most of it. Non-contiguous
-inputs are copied before reduction (the transposed row of the micro-benchmark, ~20x a sum): reducing
-strided memory directly would remove that copy. The "hooks" goal cannot be met on a CPU: a host read there
+per module call for all of its tensors instead of one per tensor) would remove most of it. Strided inputs
+are read in place (the transposed row of the micro-benchmark). The "hooks" goal cannot be met on a CPU: a host read there
 is no device synchronisation, so the hook-and-`.item()` way costs little more than its four vectorised
 reductions; it is judged on a GPU, where each read stalls the device."""
 

@@ -30,7 +30,15 @@ def _cases():
                 z = x.clone()
                 z[n - 2] = float("nan")  # in the tail for odd sizes, in a lane otherwise
                 yield f"{dtype}-{n}-nan", z
-
+    # Strided views are read in place: transposed, every other element, expanded (stride 0), a column.
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.float64):
+        m = (torch.randn(37, 45, generator=gen, dtype=torch.float64) * 1000).to(dtype)
+        yield f"{dtype}-transposed", m.t()
+        yield f"{dtype}-step2", m[:, ::2]
+        yield f"{dtype}-column", m[:, 3]
+        yield f"{dtype}-expanded", m[0].expand(5, 45)
+        if dtype == torch.int64:
+            yield "int64-big-strided", (torch.arange(12, dtype=torch.int64) + 2**60).reshape(3, 4).t()
 
 def _record_all(out_dir: str) -> list[str]:
     from graphprobe import _ops
@@ -51,6 +59,7 @@ def _check(out_dir: str) -> None:
     data = json.load(open(os.path.join(out_dir, "dump.json")))["data"]
     for name, x in _cases():
         got = data[f"K.{name}.0"]["output"][0]
+        assert got["shape"] == list(x.shape), name
         d = x.to(torch.float64)
         if torch.isnan(d).any():
             assert all(math.isnan(got[k]) for k in ("Max", "Min", "Mean", "Norm")), name

@@ -4,6 +4,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -118,15 +119,48 @@ Stats reduce_range<int32_t>(const int32_t* data, int64_t begin, int64_t end) {
   return reduce_integral(data, begin, end);
 }
 
+// A strided tensor, read in place: TensorIterator orders the dimensions so
+// that the inner loop runs along the smallest stride (for a transposed
+// matrix, along memory), where the contiguous kernels apply. The statistics
+// do not depend on the order of the elements.
+template <typename scalar_t>
+Stats reduce_strided(const at::Tensor& x) {
+  at::TensorIterator iter = at::TensorIteratorConfig().add_const_input(x).build();
+  return at::parallel_reduce(
+      0, iter.numel(), kGrain, identity(),
+      [&](int64_t begin, int64_t end, Stats acc) {
+        iter.serial_for_each(
+            [&](char** data, const int64_t* strides, int64_t inner, int64_t outer) {
+              for (int64_t j = 0; j < outer; ++j) {
+                const char* row = data[0] + j * strides[1];
+                if (strides[0] == static_cast<int64_t>(sizeof(scalar_t))) {
+                  acc = combine(acc, reduce_range<scalar_t>(reinterpret_cast<const scalar_t*>(row), 0, inner));
+                } else {
+                  for (int64_t i = 0; i < inner; ++i)
+                    acc = combine(acc, reduce_range<scalar_t>(reinterpret_cast<const scalar_t*>(row + i * strides[0]), 0, 1));
+                }
+              }
+            },
+            {begin, end});
+        return acc;
+      },
+      combine);
+}
+
 }  // namespace
 
-Stats compute_stats_cpu(const at::Tensor& input) {
-  TORCH_CHECK(input.device().is_cpu(), "graphprobe: compute_stats_cpu expects a CPU tensor, got ", input.device());
-  const at::Tensor x = input.contiguous();
+Stats compute_stats_cpu(const at::Tensor& x) {
+  TORCH_CHECK(x.device().is_cpu(), "graphprobe: compute_stats_cpu expects a CPU tensor, got ", x.device());
   const int64_t n = x.numel();
   if (n == 0) return identity();
+  // Lazily conjugated or negated views would read the wrong values in place.
+  if (x.is_conj() || x.is_neg()) return compute_stats_cpu(x.resolve_conj().resolve_neg());
   Stats result = identity();
   AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "graphprobe_stats_cpu", [&] {
+    if (!x.is_contiguous()) {
+      result = reduce_strided<scalar_t>(x);
+      return;
+    }
     const scalar_t* data = x.const_data_ptr<scalar_t>();
     result = at::parallel_reduce(
         0, n, kGrain, identity(),

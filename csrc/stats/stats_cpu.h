@@ -15,9 +15,9 @@ struct Stats {
   int64_t nan_count;
 };
 
-// Reads every element once, accumulating in double. NaN elements are counted
-// and left out of max/min (the caller turns a non-zero count into NaN stats,
-// as torch.max would). Non-contiguous tensors are made contiguous first.
+// Reads every element once, in place (strided tensors too), accumulating in
+// double. NaN elements are counted and left out of max/min (the caller turns
+// a non-zero count into NaN stats, as torch.max would).
 Stats compute_stats_cpu(const at::Tensor& x);
 
 }  // namespace graphprobe
