@@ -248,3 +248,27 @@ def test_compiled_unwired_twin_does_not_hide_the_probes(write_config, read_step,
         dumper.step()
         dumper.stop()
     assert len(read_step(str(tmp_path / "dump"), 0)["data"]) == 24
+
+
+def test_reused_slot_describes_its_latest_call(write_config, read_step, tmp_path):
+    # Eager slots are reused across steps; shapes and non-tensor arguments of
+    # the latest call must show, not those of the first.
+    class Wrapper(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Passthrough()
+
+        def forward(self, x, scale):
+            return self.inner(x, scale=scale)
+
+    model = Wrapper()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    model(torch.ones(2), scale=1)
+    dumper.step()
+    model(torch.ones(3, 4, requires_grad=True), scale=2)
+    dumper.step()
+    dumper.stop()
+    entry = read_step(str(tmp_path / "dump"), 1)["data"]["Module.inner.Passthrough.forward.0"]
+    assert entry["input_args"][0]["shape"] == [3, 4] and entry["input_args"][0]["requires_grad"] is True
+    assert entry["input_kwargs"]["scale"] == {"type": "int", "value": 2}

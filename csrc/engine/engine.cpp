@@ -124,6 +124,16 @@ int64_t Engine::new_slot(const at::Tensor& x, const ProbeSite& site) {
   return id;
 }
 
+void Engine::refresh(Slot& s, const at::Tensor& x, const ProbeSite& site) {
+  // A reused slot describes its latest execution: shapes may change between
+  // steps (dynamic shapes), and so may non-tensor arguments.
+  s.dtype = x.scalar_type();
+  s.shape = x.sizes().vec();
+  s.numel = x.numel();
+  s.requires_grad = site.requires_grad;
+  if (s.extras != site.extras) s.extras = site.extras;
+}
+
 int64_t Engine::slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing) {
   if (capturing) return new_slot(x, site);
   const std::string key = site_key(site, x.device());
@@ -172,9 +182,7 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
       }
       if (staging_) staged = staged_file(*staging_, id);
       Slot& s = slots_[static_cast<size_t>(id)];
-      s.dtype = x.scalar_type();
-      s.shape = x.sizes().vec();
-      s.numel = x.numel();
+      refresh(s, x, site);
       Row& r = cpu_rows_[static_cast<size_t>(s.row)];
       r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
       r.v[kStamp] = static_cast<double>(epoch_);
@@ -203,9 +211,7 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
       return;
     }
     Slot& s = slots_[static_cast<size_t>(id)];
-    s.dtype = x.scalar_type();
-    s.shape = x.sizes().vec();
-    s.numel = x.numel();
+    refresh(s, x, site);
     table = &cuda_table(device.index());
     row = s.row;
     if (staging_) staged = staged_file(*staging_, id);

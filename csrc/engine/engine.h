@@ -98,6 +98,7 @@ class Engine {
   void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
   int64_t slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing);
+  static void refresh(Slot& s, const at::Tensor& x, const ProbeSite& site);
   int64_t new_slot(const at::Tensor& x, const ProbeSite& site);
   DeviceTable& cuda_table(int index);
   void append_rows(std::vector<std::pair<std::pair<double, double>, TensorRow>>& out, const std::vector<Row>& rows,
