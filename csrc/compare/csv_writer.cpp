@@ -18,15 +18,6 @@ std::string pct(const std::optional<double>& v) {
   return format_number(*v) + "%";
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
-
 std::string flag(const std::optional<bool>& b) { return b ? (*b ? "True" : "False") : kNA; }
 
 }  // namespace

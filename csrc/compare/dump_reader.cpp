@@ -142,6 +142,15 @@ std::string format_number(double v) {
   return std::string(buf, res.ptr);
 }
 
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
 Dump parse_dump(std::string_view text, const std::string& source) {
   Dump dump;
   dump.source = source;

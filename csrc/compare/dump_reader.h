@@ -67,4 +67,7 @@ Dump read_dump(const std::string& path);
 // "1.5" -> "1.5", used in messages; shortest round-trip, nan/inf lower-case.
 std::string format_number(double v);
 
+// [2, 8, 64], as msprobe writes shapes in its CSV and messages.
+std::string shape_str(const std::vector<int64_t>& s);
+
 }  // namespace graphprobe::compare

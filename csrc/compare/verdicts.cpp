@@ -7,15 +7,6 @@
 namespace graphprobe::compare {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
-
 std::string pct(double v) { return format_number(v) + "%"; }
 
 void row_rules(const TensorRecord& t, const TensorRecord& b, CompareRow& row) {
