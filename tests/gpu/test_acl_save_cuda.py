@@ -1,7 +1,7 @@
 """acl_save on CUDA: eager asynchronous copies, CUDA graph replay (host
 callback, no Python per replay) and torch.compile(mode="reduce-overhead").
 
-Skipped without CUDA, unless GRAPHPROBE_REQUIRE_GPU=1 (a device run), where a
+Skipped without CUDA (tests/gpu/conftest.py), unless GRAPHPROBE_FAIL_ON_SKIP=1 (a device run), where a
 missing GPU must fail rather than look like a pass.
 """
 
@@ -14,11 +14,6 @@ import torch
 
 import graphprobe
 from graphprobe.saving import DEFAULT_WRITE_BUDGET, set_write_budget, writer_stats
-
-pytestmark = pytest.mark.skipif(
-    not torch.cuda.is_available() and os.environ.get("GRAPHPROBE_REQUIRE_GPU") != "1",
-    reason="needs CUDA (set GRAPHPROBE_REQUIRE_GPU=1 to fail instead of skipping)",
-)
 
 
 def _load(path) -> torch.Tensor:

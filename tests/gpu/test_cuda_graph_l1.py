@@ -12,7 +12,6 @@ from reference import ApiReferenceRecorder, ReferenceRecorder, assert_stats_clos
 import graphprobe
 from graphs import capture
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 # As in tests/test_dump_l1.py: the views the transformer calls, and the
 # operators that reach a torch-function mode as their method.
