@@ -208,6 +208,22 @@ class ApiReferenceRecorder:
             h.remove()
 
 
+# The views the shared transformer calls; everything else it calls is recorded.
+TRANSFORMER_VIEWS = {"Tensor.chunk", "Tensor.reshape", "Tensor.transpose"}
+
+# C-implemented operators reach a torch-function mode as their method and are
+# named as the operator (msprobe's name for the operator spelling).
+OPERATOR_NAMES = {
+    "Tensor.add": "Tensor.__add__",
+    "Tensor.sub": "Tensor.__sub__",
+    "Tensor.mul": "Tensor.__mul__",
+    "Tensor.div": "Tensor.__truediv__",
+    "Tensor.matmul": "Tensor.__matmul__",
+    "Tensor.add_": "Tensor.__iadd__",
+    "Tensor.__rdiv__": "Tensor.__rtruediv__",
+}
+
+
 _API_NAMESPACES = (("Functional", torch.nn.functional), ("Torch", torch), ("Tensor", torch.Tensor))
 
 

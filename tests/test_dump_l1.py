@@ -15,27 +15,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 from models import make_transformer
-from reference import ApiReferenceRecorder, ReferenceRecorder, assert_stats_close, flatten_dump
+from reference import (
+    OPERATOR_NAMES,
+    TRANSFORMER_VIEWS,
+    ApiReferenceRecorder,
+    ReferenceRecorder,
+    assert_stats_close,
+    flatten_dump,
+)
 
 import graphprobe
 from graphprobe.wiring.apis import DEFAULT_APIS, INLINED_BY_DYNAMO, OPERATOR_METHODS, ApiWiring, resolve_apis
 
 STEPS = 2
-
-# The views the shared transformer calls; everything else it calls is recorded.
-TRANSFORMER_VIEWS = {"Tensor.chunk", "Tensor.reshape", "Tensor.transpose"}
-
-# C-implemented operators reach a torch-function mode as their method and are
-# named as the operator (msprobe's name for the operator spelling).
-OPERATOR_NAMES = {
-    "Tensor.add": "Tensor.__add__",
-    "Tensor.sub": "Tensor.__sub__",
-    "Tensor.mul": "Tensor.__mul__",
-    "Tensor.div": "Tensor.__truediv__",
-    "Tensor.matmul": "Tensor.__matmul__",
-    "Tensor.add_": "Tensor.__iadd__",
-    "Tensor.__rdiv__": "Tensor.__rtruediv__",
-}
 
 
 def _reference(base: torch.nn.Module, level: str, skip: set[str]):

@@ -78,26 +78,11 @@ std::string Engine::staged_file(const std::string& dir, int64_t slot) {
   return dir + "/slot" + std::to_string(slot) + ".pt";
 }
 
-bool Engine::active() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return active_;
-}
-
 void Engine::set_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(mu_);
   enabled_ = enabled;
   update_recording_locked();
   for (auto& kv : cuda_tables_) kv.second->set_enabled(enabled);
-}
-
-bool Engine::enabled() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return enabled_;
-}
-
-int64_t Engine::slot_count() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(slots_.size());
 }
 
 int64_t Engine::new_slot(const at::Tensor& x, const ProbeSite& site) {

@@ -71,18 +71,14 @@ class Engine {
   // captured while wired may still replay and write them.
   void reset();
 
-  int64_t slot_count();
-
   // Probes record only while active (between start() and stop()). Graphs
   // captured while active keep their kernels and still write their rows.
   void set_active(bool active);
-  bool active();
 
   // The live switch (dump_enable): while off, no probe writes a row, captured
   // kernels included (they read the switch from device memory), and slots are
   // not consumed. Must not be flipped while a stream is capturing.
   void set_enabled(bool enabled);
-  bool enabled();
 
  private:
   struct Slot {

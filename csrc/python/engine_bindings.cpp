@@ -34,12 +34,10 @@ void bind_engine(py::module_& m) {
       "write_if_empty is false) from the rows written in it, then starts the next one.");
   m.def("set_active", [](bool active) { Engine::get().set_active(active); });
   m.def("set_enabled", [](bool enabled) { Engine::get().set_enabled(enabled); });
-  m.def("enabled", [] { return Engine::get().enabled(); });
   m.def(
       "set_tensor_staging", [](std::optional<std::string> dir) { Engine::get().set_tensor_staging(std::move(dir)); },
       py::arg("dir"), "Tensor task: stage every recorded tensor in `dir` (None: statistics only).");
   m.def("reset", [] { Engine::get().reset(); });
-  m.def("slot_count", [] { return Engine::get().slot_count(); });
 }
 
 }  // namespace graphprobe::python

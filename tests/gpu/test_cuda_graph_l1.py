@@ -7,22 +7,17 @@ import copy
 import pytest
 import torch
 from models import make_transformer
-from reference import ApiReferenceRecorder, ReferenceRecorder, assert_stats_close, flatten_dump
+from reference import (
+    OPERATOR_NAMES,
+    TRANSFORMER_VIEWS,
+    ApiReferenceRecorder,
+    ReferenceRecorder,
+    assert_stats_close,
+    flatten_dump,
+)
 
 import graphprobe
 from graphs import capture
-
-
-# As in tests/test_dump_l1.py: the views the transformer calls, and the
-# operators that reach a torch-function mode as their method.
-TRANSFORMER_VIEWS = {"Tensor.chunk", "Tensor.reshape", "Tensor.transpose"}
-OPERATOR_NAMES = {
-    "Tensor.add": "Tensor.__add__",
-    "Tensor.mul": "Tensor.__mul__",
-    "Tensor.div": "Tensor.__truediv__",
-    "Tensor.matmul": "Tensor.__matmul__",
-}
-
 
 
 @pytest.mark.parametrize("level", ["L1", "mix"])
