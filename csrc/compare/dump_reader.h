@@ -58,8 +58,14 @@ struct Dump {
   std::string task;                  // top-level "task" ("statistics", "tensor"); empty if absent
   std::vector<std::string> entries;  // execution order
   std::vector<TensorRecord> rows;    // execution order
+  // What reading decided that the user should hear about (duplicate keys).
+  std::vector<std::string> notes;
 };
 
+// "data" is read entry by entry (json::ObjectStream): memory holds the
+// records, not the document's tree. A key repeated in one object keeps its
+// last value at the place of the first, as Python's json.load (and so
+// msprobe) reads it, and adds a note naming the key and its line.
 Dump parse_dump(std::string_view text, const std::string& source);
 // Throws fs::IoError when the file cannot be read.
 Dump read_dump(const std::string& path);

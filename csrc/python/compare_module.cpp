@@ -159,6 +159,13 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("bench_path", [](const gc::CompareResult& r) { return r.bench.source; })
       .def_property_readonly("target_entries", [](const gc::CompareResult& r) { return r.target.entries; },
                              "Target entry names in execution order.")
+      .def_property_readonly("notes",
+                             [](const gc::CompareResult& r) {
+                               std::vector<std::string> out = r.target.notes;
+                               out.insert(out.end(), r.bench.notes.begin(), r.bench.notes.end());
+                               return out;
+                             },
+                             "What reading the dumps decided that the user should hear about (duplicate keys).")
       .def_property_readonly("target_task", [](const gc::CompareResult& r) { return r.target.task; })
       .def_property_readonly("bench_task", [](const gc::CompareResult& r) { return r.bench.task; })
       .def_property_readonly("has_tensor_data", &gc::has_tensor_data,

@@ -148,6 +148,59 @@ void first_divergence_order() {
   CHECK(!r.first_divergence);
 }
 
+void first_divergence_prefers_the_earlier_entry() {
+  // A child completes (and is listed) before its parent; both have exact
+  // inputs and a 20 % output: the origin is the child, entry 0.
+  auto make = [](double k) {
+    return doc(entry("Module.blk.fc.Linear.forward.0", tensor(10), tensor(10 * k)) + "," +
+               entry("Module.blk.Block.forward.0", tensor(10), tensor(20 * k)));
+  };
+  auto r = run(make(1.2), make(1.0));
+  CHECK(r.first_divergence && *r.first_divergence == 0u);
+  CHECK(r.rows[0].first_divergence && r.rows[1].first_divergence);
+  CHECK(!r.rows[2].first_divergence && !r.rows[3].first_divergence);
+}
+
+void duplicate_entries_follow_python_json() {
+  // "a" twice: the second's records, at the first's place (before "b").
+  const std::string t = doc(entry("a", tensor(1), tensor(1)) + "," + entry("b", tensor(2), tensor(2)) + "," +
+                            entry("a", tensor(3), tensor(3)));
+  gc::Dump d = gc::parse_dump(t, "t.json");
+  CHECK_EQ(d.entries.size(), size_t{2});
+  CHECK_EQ(d.entries[0], std::string("a"));
+  CHECK_EQ(d.rows.size(), size_t{4});
+  CHECK_EQ(d.rows[0].name, std::string("a.input.0"));
+  CHECK_EQ(*d.rows[0].stats[gc::kNorm], 3.0);
+  CHECK_EQ(d.rows[2].name, std::string("b.input.0"));
+  CHECK_EQ(d.rows[2].entry, 1u);
+  CHECK_EQ(d.notes.size(), size_t{1});
+  CHECK(d.notes[0].find("\"a\" appears 2 times") != std::string::npos);
+}
+
+void csv_formula_cells() {
+  CHECK_EQ(gc::csv_text("=cmd|' /C calc'!A0"), std::string("'=cmd|' /C calc'!A0"));
+  for (const char* s : {"+1", "-1", "@SUM(A1)", "\tx", "\rx"}) CHECK_EQ(gc::csv_text(s), std::string("'") + s);
+  CHECK_EQ(gc::csv_text("Module.a"), std::string("Module.a"));
+  CHECK_EQ(gc::csv_text(""), std::string(""));
+  auto r = run(doc(entry("=HYPERLINK(1)", tensor(-10), tensor(-15))), doc(entry("=HYPERLINK(1)", tensor(-10), tensor(-15))));
+  const std::string text = gc::render_csv(r);
+  CHECK(text.find("\n'=HYPERLINK(1).input.0,'=HYPERLINK(1).input.0,") != std::string::npos);
+  CHECK(text.find(",-10,") != std::string::npos);  // numbers untouched
+}
+
+void csv_written_in_chunks_equals_rendered() {
+  std::string entries;
+  for (int i = 0; i < 5000; ++i) entries += (i ? "," : "") + entry("E" + std::to_string(i), tensor(i + 1), tensor(i + 2));
+  auto r = run(doc(entries), doc(entries));
+  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine_chunks.csv";
+  gc::write_csv(r, path);
+  std::ifstream f(path);
+  std::stringstream back;
+  back << f.rdbuf();
+  CHECK_EQ(back.str(), gc::render_csv(r));
+}
+
 void csv_output() {
   CHECK_EQ(gc::csv_field("plain"), std::string("plain"));
   CHECK_EQ(gc::csv_field("a,b"), std::string("\"a,b\""));
@@ -185,7 +238,11 @@ void run_all() {
   verdict_rules();
   matching_and_unmatched();
   first_divergence_order();
+  first_divergence_prefers_the_earlier_entry();
+  duplicate_entries_follow_python_json();
   csv_output();
+  csv_formula_cells();
+  csv_written_in_chunks_equals_rendered();
 }
 
 }  // namespace

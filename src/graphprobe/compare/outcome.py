@@ -64,6 +64,8 @@ class PairOutcome:
     first_divergence_index: int | None = None
     worst: tuple[RowDigest, ...] = ()
     error: str | None = None
+    # What the reader had to decide about the dumps (duplicate keys ...).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
