@@ -72,7 +72,7 @@ FORMULA_START = "=+-@\t\r"
        dtype=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=10))
 def test_csv_text_cells_cannot_be_formulas(tmp_path: Path, lead: str, rest: str, dtype: str) -> None:
     name = lead + rest.replace(".", "_")
-    t = write_dump(tmp_path / "t.json", {name: entry([tensor(-2.5, dtype=dtype)], [tensor(-1.0, mx=-3.0)])})
+    t = write_dump(tmp_path / "t.json", {name: entry([tensor(-2.5, dtype=dtype)], [tensor(-1.0, mx=-3.0, dtype=dtype)])})
     csv_path = tmp_path / "out.csv"
     _compare.compare_files(str(t), str(t)).write_csv(str(csv_path))
     rows = read_csv(csv_path)

@@ -161,10 +161,14 @@ void add_note(Dump& dump, size_t& count, std::string text) {
   if (count++ < kMaxNotes) dump.notes.push_back(dump.source + ": " + std::move(text));
 }
 
+// One note per object with repeated keys (a record, an entry, the document).
 void note_duplicates(Dump& dump, size_t& count, const std::vector<json::DuplicateKey>& dups, const std::string& where) {
-  for (const auto& d : dups)
-    add_note(dump, count, "line " + std::to_string(d.line) + ": key " + json::quote(d.key) + " appears again in " +
-                              where + "; the last value is used");
+  if (dups.empty()) return;
+  std::string keys;
+  for (size_t i = 0; i < dups.size() && i < 5; ++i)
+    keys += (i ? ", " : "") + json::quote(dups[i].key) + " (line " + std::to_string(dups[i].line) + ")";
+  if (dups.size() > 5) keys += ", ...";
+  add_note(dump, count, "in " + where + ", key(s) " + keys + " appear again; the last value is used");
 }
 
 // Entries that appear more than once in "data": the last one's records take
@@ -179,6 +183,7 @@ void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector
   constexpr uint32_t kDead = UINT32_MAX;
   for (uint32_t i = 0; i < n; ++i) target[i] = i;
   bool any = false;
+  std::vector<std::string> front;  // these notes go first: they change which records are compared
   for (size_t g = 0; g < n;) {
     size_t e = g + 1;
     while (e < n && dump.entries[order[e]] == dump.entries[order[g]]) ++e;
@@ -188,13 +193,17 @@ void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector
       target[order[e - 1]] = order[g];
       std::string at;
       for (size_t k = g + 1; k < e; ++k) at += (at.empty() ? "" : ", ") + std::to_string(lines[order[k]].first);
-      add_note(dump, note_count, "entry " + json::quote(dump.entries[order[g]]) + " appears " +
-                                     std::to_string(e - g) + " times in \"data\" (again at line " + at +
-                                     "); the last one is used, at the place of the first");
+      ++note_count;
+      if (front.size() < kMaxNotes)
+        front.push_back(dump.source + ": entry " + json::quote(dump.entries[order[g]]) + " appears " +
+                        std::to_string(e - g) + " times in \"data\" (again at line " + at +
+                        "); the last one is used, at the place of the first");
     }
     g = e;
   }
   if (!any) return;
+  dump.notes.insert(dump.notes.begin(), front.begin(), front.end());
+  if (dump.notes.size() > kMaxNotes) dump.notes.resize(kMaxNotes);
   // Renumber the entries that stay, in order of their (first) place.
   std::vector<uint32_t> renumber(n, kDead);
   std::vector<std::string> kept;
@@ -250,8 +259,8 @@ Dump parse_dump(std::string_view text, const std::string& source) {
     while (in.next_key(key)) {
       if (std::find(top_keys.begin(), top_keys.end(), key) != top_keys.end()) {
         if (key != "data")
-          add_note(dump, note_count, "line " + std::to_string(in.position().first) + ": key " + json::quote(key) +
-                                         " appears again in the document; the last value is used");
+          add_note(dump, note_count, "in the document, key " + json::quote(key) + " (line " +
+                                         std::to_string(in.position().first) + ") appears again; the last value is used");
       } else if (top_keys.size() < 64) {
         top_keys.push_back(key);
       }
@@ -281,7 +290,7 @@ Dump parse_dump(std::string_view text, const std::string& source) {
       }
       dups.clear();
       const json::Value v = in.value();
-      note_duplicates(dump, note_count, dups, "the document");
+      note_duplicates(dump, note_count, dups, json::quote(key));
       if (key == "task") dump.task = v.is_string() ? v.as_string() : std::string();
     }
     in.finish();
