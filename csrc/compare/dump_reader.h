@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "compare/opt_double.h"
+
 namespace graphprobe::compare {
 
 // A dump.json that cannot be read as one. The message names the file and
@@ -33,7 +35,7 @@ enum class Role : uint8_t { kInput, kOutput };
 // Statistic order used everywhere: the CSV columns list them this way.
 enum Stat : int { kMax = 0, kMin = 1, kMean = 2, kNorm = 3 };
 constexpr int kNumStats = 4;
-using StatArray = std::array<std::optional<double>, kNumStats>;
+using StatArray = std::array<OptDouble, kNumStats>;
 
 struct TensorRecord {
   std::string name;    // "{entry}.output.0"

@@ -1,6 +1,8 @@
 #include "compare/matching.h"
 
-#include <unordered_map>
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
 
 namespace graphprobe::compare {
 namespace {
@@ -36,6 +38,16 @@ std::string key_of(const Dump& d, const TensorRecord& r, bool fuzzy) {
   return k;
 }
 
+// Compares bench row indices (through their keys) with a key, both ways.
+template <typename KeyOf>
+struct KeyLess {
+  const KeyOf& key_of;
+  bool operator()(uint32_t a, std::string_view k) const { return key_of(a) < k; }
+  bool operator()(std::string_view k, uint32_t a) const { return k < key_of(a); }
+};
+template <typename KeyOf>
+KeyLess(const KeyOf&) -> KeyLess<KeyOf>;
+
 }  // namespace
 
 std::string strip_call_index(std::string_view entry) {
@@ -60,15 +72,21 @@ std::string strip_call_index(std::string_view entry) {
 }
 
 std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy) {
-  // key -> bench row indices with that key, in bench order; `next` walks them.
-  struct Slot {
-    std::vector<int64_t> rows;
-    size_t next = 0;
-  };
-  std::unordered_map<std::string, Slot> by_key;
-  by_key.reserve(bench.rows.size());
-  for (size_t i = 0; i < bench.rows.size(); ++i)
-    by_key[key_of(bench, bench.rows[i], fuzzy)].rows.push_back(static_cast<int64_t>(i));
+  // Bench rows sorted by key, bench order kept within a key; a binary search
+  // finds a target row's candidates and `taken` (per key, at the key's first
+  // position) walks them. 8 bytes per bench row in exact mode, where a hash
+  // map of key copies took ~190 at the peak of a large compare.
+  const size_t n = bench.rows.size();
+  std::vector<std::string> fuzzy_keys;
+  if (fuzzy) {
+    fuzzy_keys.reserve(n);
+    for (const TensorRecord& r : bench.rows) fuzzy_keys.push_back(key_of(bench, r, true));
+  }
+  auto bench_key = [&](uint32_t i) -> std::string_view { return fuzzy ? fuzzy_keys[i] : bench.rows[i].name; };
+  std::vector<uint32_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return bench_key(a) < bench_key(b); });
+  std::vector<uint32_t> taken(n, 0);
 
   std::vector<bool> bench_used(bench.rows.size(), false);
   std::vector<CompareRow> rows;
@@ -76,13 +94,15 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   for (size_t i = 0; i < target.rows.size(); ++i) {
     CompareRow row;
     row.target = static_cast<int64_t>(i);
-    auto it = by_key.find(key_of(target, target.rows[i], fuzzy));
+    const std::string fuzzy_key = fuzzy ? key_of(target, target.rows[i], true) : std::string();
+    const std::string_view key = fuzzy ? std::string_view(fuzzy_key) : std::string_view(target.rows[i].name);
+    const auto [lo, hi] = std::equal_range(order.begin(), order.end(), key, KeyLess{bench_key});
+    const size_t group = static_cast<size_t>(lo - order.begin());
     // Exact mode pairs a name once: a repeated name is a malformed dump, not
     // a second call.
-    const bool can_pair = it != by_key.end() && it->second.next < it->second.rows.size() &&
-                          (fuzzy || it->second.next == 0);
+    const bool can_pair = lo != hi && taken[group] < static_cast<size_t>(hi - lo) && (fuzzy || taken[group] == 0);
     if (can_pair) {
-      row.bench = it->second.rows[it->second.next++];
+      row.bench = order[group + taken[group]++];
       bench_used[static_cast<size_t>(row.bench)] = true;
       row.match = MatchKind::kMatched;
       row.metrics = compute_metrics(target.rows[i], bench.rows[static_cast<size_t>(row.bench)]);

@@ -135,7 +135,8 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("bench_stats", [](const RowView& v) { return side(v.bench(), [](auto& r) { return quad(r.stats); }); })
       .def_property_readonly("diff", [](const RowView& v) { return quad(v.row().metrics.diff); }, "target - bench")
       .def_property_readonly("rel_err_pct", [](const RowView& v) { return quad(v.row().metrics.rel_pct); })
-      .def_property_readonly("norm_rel_err_pct", [](const RowView& v) { return v.row().metrics.rel_pct[gc::kNorm]; })
+      .def_property_readonly("norm_rel_err_pct",
+                             [](const RowView& v) -> std::optional<double> { return v.row().metrics.rel_pct[gc::kNorm]; })
       .def_property_readonly("target_data_name",
                              [](const RowView& v) { return v.target() ? non_empty(v.target()->data_name) : std::nullopt; },
                              "Tensor dumps: the target's file name under dump_tensor_data/, or None.")
