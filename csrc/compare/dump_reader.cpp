@@ -9,8 +9,7 @@
 #include <cstring>
 #include <memory>
 
-#include <sys/stat.h>
-
+#include "compare/text_feed.h"
 #include "format/json_reader.h"
 #include "format/json_writer.h"
 #include "fs/atomic_file.h"
@@ -229,6 +228,24 @@ void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector
   dump.entries = std::move(kept);
 }
 
+// Runs one step of the stream; when it fails for lack of text (a feed not
+// yet at the end), reads more and runs it again from where it started.
+template <typename F>
+auto retrying(json::ObjectStream& in, TextFeed* feed, F&& step) -> decltype(step()) {
+  for (;;) {
+    const json::ObjectStream::Mark mark = in.mark();
+    try {
+      return step();
+    } catch (const json::ParseError&) {
+      if (feed == nullptr || !feed->more()) throw;
+      in.reset(mark);
+    }
+  }
+}
+
+// Text behind the parser is given back in steps of this many bytes.
+constexpr size_t kReleaseStep = size_t{8} << 20;
+
 // Tensor records hold "dtype": counting the key bounds the row count, so the
 // rows are allocated once instead of growing (a grown vector briefly holds
 // its old and new copies).
@@ -238,9 +255,7 @@ size_t estimate_rows(std::string_view text) {
   return n;
 }
 
-}  // namespace
-
-Dump parse_dump(std::string_view text, const std::string& source) {
+Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
   Dump dump;
   dump.source = source;
   Walker w(source, dump);
@@ -250,15 +265,21 @@ Dump parse_dump(std::string_view text, const std::string& source) {
   options.duplicates = &dups;
   try {
     json::ObjectStream in(text, options);
-    if (!in.enter_object()) {
-      const json::Value doc = json::parse(text);  // malformed text is reported as such first
-      w.fail("(top level)", std::string("expected an object, found ") + json::Value::kind_name(doc.kind()));
-    }
+    json::Value scratch;
+    // Enters the object at the cursor, or parses what is there instead.
+    auto enter = [&] {
+      if (in.enter_object()) return true;
+      scratch = in.value();
+      return false;
+    };
+    if (!retrying(in, feed, enter))
+      w.fail("(top level)", std::string("expected an object, found ") + json::Value::kind_name(scratch.kind()));
     bool has_data = false;
     std::vector<std::pair<size_t, size_t>> entry_lines;
     std::string key;
     std::vector<std::string> top_keys;
-    while (in.next_key(key)) {
+    size_t released = 0;
+    while (retrying(in, feed, [&] { return in.next_key(key); })) {
       if (std::find(top_keys.begin(), top_keys.end(), key) != top_keys.end()) {
         if (key != "data")
           add_note(dump, note_count, "in the document, key " + json::quote(key) + " (line " +
@@ -275,27 +296,37 @@ Dump parse_dump(std::string_view text, const std::string& source) {
           entry_lines.clear();
         }
         has_data = true;
-        if (!in.enter_object()) {
-          const json::Value v = in.value();
-          w.fail("data", std::string("expected an object, found ") + json::Value::kind_name(v.kind()));
-        }
-        if (dump.rows.capacity() == 0) dump.rows.reserve(estimate_rows(text));
+        if (!retrying(in, feed, enter))
+          w.fail("data", std::string("expected an object, found ") + json::Value::kind_name(scratch.kind()));
+        if (dump.rows.capacity() == 0) dump.rows.reserve(feed ? feed->count("\"dtype\"") : estimate_rows(text));
         std::string name;
-        while (in.next_key(name)) {
+        while (retrying(in, feed, [&] { return in.next_key(name); })) {
           entry_lines.push_back(in.position());
-          dups.clear();
-          const json::Value entry = in.value();
+          const json::Value entry = retrying(in, feed, [&] {
+            dups.clear();
+            return in.value();
+          });
           note_duplicates(dump, note_count, dups, "data[" + json::quote(name) + "]");
           w.entry(name, entry);
+          if (feed && in.offset() - released > kReleaseStep) {
+            in.count_lines_to(in.offset());  // later messages still know their line
+            released = in.offset();
+            feed->release(released);
+          }
         }
         continue;
       }
-      dups.clear();
-      const json::Value v = in.value();
+      const json::Value v = retrying(in, feed, [&] {
+        dups.clear();
+        return in.value();
+      });
       note_duplicates(dump, note_count, dups, json::quote(key));
       if (key == "task") dump.task = v.is_string() ? v.as_string() : std::string();
     }
-    in.finish();
+    retrying(in, feed, [&] {
+      in.finish();
+      return 0;
+    });
     if (!has_data) w.fail("(top level)", "no \"data\" key: not a dump.json");
     resolve_duplicate_entries(dump, note_count, entry_lines);
   } catch (const json::ParseError& e) {
@@ -306,19 +337,13 @@ Dump parse_dump(std::string_view text, const std::string& source) {
   return dump;
 }
 
+}  // namespace
+
+Dump parse_dump(std::string_view text, const std::string& source) { return parse(text, source, nullptr); }
+
 Dump read_dump(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
-  if (!f) throw fs::IoError("graphprobe: cannot open '" + path + "': " + std::strerror(errno));
-  std::string text;
-  // Sized once: a string grown by appending holds up to three times the file
-  // while it reallocates, the largest share of a big compare's peak.
-  struct stat st;
-  if (::fstat(::fileno(f.get()), &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) text.append(buf, n);
-  if (std::ferror(f.get())) throw fs::IoError("graphprobe: cannot read '" + path + "': " + std::strerror(errno));
-  return parse_dump(text, path);
+  TextFeed feed(path);
+  return parse(feed.text(), path, &feed);
 }
 
 }  // namespace graphprobe::compare

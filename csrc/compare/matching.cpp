@@ -90,7 +90,9 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
 
   std::vector<bool> bench_used(bench.rows.size(), false);
   std::vector<CompareRow> rows;
-  rows.reserve(target.rows.size() + 8);
+  // Room for every row there can be: growing would briefly hold two copies;
+  // the pages of rows never written are never touched.
+  rows.reserve(target.rows.size() + bench.rows.size());
   for (size_t i = 0; i < target.rows.size(); ++i) {
     CompareRow row;
     row.target = static_cast<int64_t>(i);

@@ -500,4 +500,22 @@ void ObjectStream::finish() { parser_->finish(); }
 
 std::pair<size_t, size_t> ObjectStream::position() const { return parser_->locate(parser_->pos_); }
 
+size_t ObjectStream::offset() const { return parser_->pos_; }
+
+ObjectStream::Mark ObjectStream::mark() const {
+  const Parser& p = *parser_;
+  return {p.pos_, p.located_at_, p.located_line_, p.located_col_, first_member_};
+}
+
+void ObjectStream::reset(const Mark& m) {
+  Parser& p = *parser_;
+  p.pos_ = m.pos;
+  p.located_at_ = m.located_at;
+  p.located_line_ = m.line;
+  p.located_col_ = m.column;
+  first_member_ = m.first_member;
+}
+
+void ObjectStream::count_lines_to(size_t offset) { parser_->locate(offset); }
+
 }  // namespace graphprobe::json

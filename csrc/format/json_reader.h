@@ -127,6 +127,21 @@ class ObjectStream {
   void finish();
   // Line and column (1-based) of the cursor, for messages.
   std::pair<size_t, size_t> position() const;
+  // Byte offset of the cursor.
+  size_t offset() const;
+
+  // For text that arrives in pieces (see compare's read_dump): an operation
+  // that failed because it ran into bytes not yet there is retried, from a
+  // Mark, once more text is there. Text before the cursor may be dropped
+  // once its lines are counted (count_lines_to).
+  struct Mark {
+    size_t pos = 0;
+    size_t located_at = 0, line = 1, column = 1;
+    std::vector<bool> first_member;
+  };
+  Mark mark() const;
+  void reset(const Mark& m);
+  void count_lines_to(size_t offset);
 
  private:
   std::unique_ptr<Parser> parser_;

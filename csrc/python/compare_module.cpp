@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -228,6 +229,25 @@ PYBIND11_MODULE(_compare, m) {
            },
            "Per target entry, in execution order: (largest output NormRelativeErr or None, worst Result, "
            "is first divergence).")
+      .def("entry_points",
+           [](const gc::CompareResult& r, const py::object& make) {
+             // One object per entry made here, with the verdict strings made
+             // once: no intermediate lists of names and tuples (a large
+             // compare's digest would hold them next to the records).
+             std::array<py::str, gc::kNumVerdicts> verdicts;
+             for (int v = 0; v < gc::kNumVerdicts; ++v) verdicts[v] = py::str(gc::verdict_name(static_cast<gc::Verdict>(v)));
+             const auto summaries = gc::entry_summaries(r);
+             py::list out(summaries.size());
+             for (size_t i = 0; i < summaries.size(); ++i) {
+               const auto& e = summaries[i];
+               py::object value = e.norm_rel_pct ? py::object(py::float_(*e.norm_rel_pct)) : py::object(py::none());
+               out[i] = make(i, r.target.entries[i], value, verdicts[static_cast<size_t>(e.verdict)], e.first_divergence);
+             }
+             return out;
+           },
+           py::arg("make"),
+           "make(index, entry, largest output NormRelativeErr or None, worst Result, is first divergence) for each "
+           "target entry, in execution order; the list of what it returns.")
       .def("worst_rows",
            [](const std::shared_ptr<gc::CompareResult>& r, size_t n) {
              py::list out;

@@ -153,13 +153,15 @@ def compare_pair(
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     result.write_csv(str(csv_path))
     worst, points = digest_rows(result, top)
+    counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
+    del result  # the page needs none of the records: free them before it is built
     if report_path is not None:
         page = render_html(
             title=f"graphprobe compare {pair.label}",
             target=str(pair.target),
             bench=str(pair.bench),
-            counts=result.counts,
-            first_divergence=result.first_divergence,
+            counts=counts,
+            first_divergence=first_divergence,
             points=points,
             worst=worst,
             thresholds={"warning": thresholds.warning_pct, "error (outputs)": thresholds.output_error_pct},
@@ -171,12 +173,12 @@ def compare_pair(
         pair=pair,
         csv_path=csv_path,
         report_path=report_path,
-        counts=dict(result.counts),
-        rows=len(result),
-        first_divergence=result.first_divergence,
+        counts=counts,
+        rows=n_rows,
+        first_divergence=first_divergence,
         first_divergence_index=next((p.index for p in points if p.first_divergence), None),
         worst=tuple(worst),
-        notes=tuple(result.notes),
+        notes=notes,
     )
 
 
@@ -224,7 +226,10 @@ def compare(
     outcomes: list[PairOutcome] = []
     if workers <= 1:
         for task in tasks:
-            outcomes.append(compare_pair(*task, **kwargs))  # type: ignore[arg-type]
+            try:
+                outcomes.append(compare_pair(*task, **kwargs))  # type: ignore[arg-type]
+            except MemoryError:  # past the engine: the CSV, the digest or the page
+                outcomes.append(PairOutcome(pair=task[0], error=out_of_memory(task[0])))
             bar.advance(task[0].label)
     else:
         # fork: workers start in milliseconds and need nothing re-imported;
@@ -243,6 +248,8 @@ def compare(
                     done[i] = fut.result()
                 except BrokenProcessPool:  # the kernel killed a worker, most likely for memory
                     done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0], killed=True))
+                except MemoryError:
+                    done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0]))
                 bar.advance(tasks[i][0].label)
             outcomes = [done[i] for i in range(len(tasks))]
     for task, o in zip(tasks, outcomes):
