@@ -2,6 +2,7 @@
 // verdict rules, matching, first divergence, CSV. Expected values are worked
 // out by hand in the comments.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -201,6 +202,44 @@ void csv_written_in_chunks_equals_rendered() {
   CHECK_EQ(back.str(), gc::render_csv(r));
 }
 
+void large_file_is_read_in_pieces() {
+  // Over 16 MiB, the first piece TextFeed reads: entries straddle the piece
+  // boundaries and are re-read; a duplicate key far past the first piece
+  // still gets its true line.
+  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine_large.json";
+  std::string text = "{\"task\": \"statistics\", \"data\": {\n";
+  size_t n = 0;
+  while (text.size() < (size_t{40} << 20)) {
+    text += (n ? ",\n" : "") + entry("E" + std::to_string(n), tensor(static_cast<double>(n) + 1), tensor(2.0 * static_cast<double>(n)));
+    ++n;
+  }
+  text += ",\n" + entry("E0", tensor(-1), tensor(-1)) + "}}\n";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  const gc::Dump d = gc::read_dump(path);
+  CHECK_EQ(d.entries.size(), n);
+  CHECK_EQ(d.rows.size(), 2 * n);
+  for (size_t i = 1; i < n; i += 997) {
+    CHECK_EQ(d.rows[2 * i].name, "E" + std::to_string(i) + ".input.0");
+    CHECK_EQ(*d.rows[2 * i].stats[gc::kNorm], static_cast<double>(i) + 1);
+    CHECK_EQ(*d.rows[2 * i + 1].stats[gc::kNorm], 2.0 * static_cast<double>(i));
+  }
+  CHECK_EQ(*d.rows[0].stats[gc::kNorm], -1.0);  // the repeated E0: its last value, at its first place
+  CHECK_EQ(d.notes.size(), size_t{1});
+  CHECK(d.notes[0].find("again at line " + std::to_string(n + 2)) != std::string::npos);  // entry k is on line k + 2
+  // Malformed past the first piece: the error names the true line.
+  text.insert(text.size() - 4, ",\n\"bad\": [}");
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  CHECK_THROWS(gc::DumpFormatError, gc::read_dump(path), ":" + std::to_string(n + 3) + ":9: expected a value");
+  std::remove(path.c_str());
+}
+
 void csv_output() {
   CHECK_EQ(gc::csv_field("plain"), std::string("plain"));
   CHECK_EQ(gc::csv_field("a,b"), std::string("\"a,b\""));
@@ -243,6 +282,7 @@ void run_all() {
   csv_output();
   csv_formula_cells();
   csv_written_in_chunks_equals_rendered();
+  large_file_is_read_in_pieces();
 }
 
 }  // namespace
