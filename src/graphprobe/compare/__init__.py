@@ -144,8 +144,6 @@ def compare_pair(
         result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
         return PairOutcome(pair=pair, error=str(e))
-    except MemoryError:
-        return PairOutcome(pair=pair, error=out_of_memory(pair))
     if result.has_tensor_data:
         from graphprobe.compare.tensors import fill_tensor_metrics
 
