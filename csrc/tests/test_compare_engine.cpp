@@ -35,6 +35,17 @@ gc::CompareResult run(const std::string& t, const std::string& b, gc::CompareOpt
   return gc::compare_dumps(gc::parse_dump(t, "t.json"), gc::parse_dump(b, "b.json"), o);
 }
 
+// Writes the CSV with write_csv into the test folder and reads it back.
+std::string written_csv(const gc::CompareResult& r, const std::string& file) {
+  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/" + file;
+  gc::write_csv(r, path);
+  std::ifstream f(path);
+  std::stringstream back;
+  back << f.rdbuf();
+  return back.str();
+}
+
 void relative_errors() {
   CHECK_EQ(gc::relative_error_pct(3.0, 2.0), 50.0);
   CHECK_EQ(gc::relative_error_pct(-3.0, -2.0), 50.0);
@@ -194,13 +205,7 @@ void csv_written_in_chunks_equals_rendered() {
   std::string entries;
   for (int i = 0; i < 5000; ++i) entries += (i ? "," : "") + entry("E" + std::to_string(i), tensor(i + 1), tensor(i + 2));
   auto r = run(doc(entries), doc(entries));
-  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
-  const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine_chunks.csv";
-  gc::write_csv(r, path);
-  std::ifstream f(path);
-  std::stringstream back;
-  back << f.rdbuf();
-  CHECK_EQ(back.str(), gc::render_csv(r));
+  CHECK_EQ(written_csv(r, "test_compare_engine_chunks.csv"), gc::render_csv(r));
 }
 
 void large_file_is_read_in_pieces() {
@@ -271,13 +276,7 @@ void csv_output() {
   CHECK(row1.find(",15,0%,0%,0%,inf,") != std::string::npos);
   CHECK(row0.find(",0%,") != std::string::npos);
 
-  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
-  const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine.csv";
-  gc::write_csv(r, path);
-  std::ifstream f(path);
-  std::stringstream back;
-  back << f.rdbuf();
-  CHECK_EQ(back.str(), text);
+  CHECK_EQ(written_csv(r, "test_compare_engine.csv"), text);
 }
 
 void run_all() {
