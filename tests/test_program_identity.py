@@ -54,19 +54,20 @@ class ApiOutputs(TorchFunctionMode):
 
 def _references(model: torch.nn.Module, inputs: list[Any], level: str) -> list[dict[str, dict[str, Any]]]:
     """Per step: record name -> {place: float64 stats}, in reference order."""
-    ref = copy.deepcopy(model)
-    modules = ReferenceRecorder(ref) if level in ("L0", "mix") else None
+    # Two copies: the module hooks' own tensor work must not reach the API mode.
+    api_ref, module_ref = copy.deepcopy(model), copy.deepcopy(model)
+    modules = ReferenceRecorder(module_ref) if level in ("L0", "mix") else None
     out = []
     for x in inputs:
         entries: dict[str, dict[str, Any]] = {}
         with torch.no_grad():
             if level in ("L1", "mix"):
                 with ApiOutputs() as mode:
-                    ref(x)
+                    api_ref(x)
                 entries.update(mode.entries)
             if modules is not None:
                 modules.reset()
-                ref(x)
+                module_ref(x)
                 entries.update(modules.entries)
         out.append(entries)
     return out
@@ -107,9 +108,25 @@ def _check_values(data: dict[str, Any], ref: dict[str, dict[str, Any]], rtol: fl
         for place, want in ref.get(name, {}).items():
             if place in places:
                 assert places[place]["shape"] == want["shape"], f"{where} {name} {place}"
-                assert_stats_close(places[place], want, rtol, f"{where} {name} {place}")
+                _assert_close_to_scale(places[place], want, rtol, f"{where} {name} {place}")
                 checked += 1
     return checked
+
+
+def _assert_close_to_scale(got: dict[str, Any], want: dict[str, Any], rtol: float, where: str) -> None:
+    """As ``assert_stats_close``, with Max and Min also relative to the
+    tensor's RMS: a compiler's reordered float32 sums move a value near zero
+    (the minimum of a square after a cancellation) by more than 1e-5 of
+    itself, but not of the tensor's scale."""
+    norm = want["Norm"]
+    if isinstance(norm, float) and norm > 0:
+        rms = norm / max(1, torch.Size(want["shape"]).numel()) ** 0.5
+        want = dict(want)
+        for key in ("Max", "Min"):
+            g, w = got[key], want[key]
+            if isinstance(w, float) and isinstance(g, float) and abs(g - w) <= rtol * rms:
+                want[key] = g
+    assert_stats_close(got, want, rtol, where)
 
 
 CASES = [("towers", "L0"), ("towers", "L1"), ("towers", "mix"), ("rotary", "L1"), ("llama", "mix")]
