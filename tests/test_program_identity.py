@@ -274,3 +274,37 @@ def test_keyword_inputs_are_recorded_in_signature_order(tmp_path):
     for backend in ("eager", "aot_eager"):
         data = _dump(Caller(), "L0", backend, inputs, tmp_path / backend)[0]
         assert list(data["Module.callee.Callee.forward.0"]["input_kwargs"]) == ["gate", "scale", "bias"]
+
+
+class _Scaler(torch.nn.Module):
+    def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return x * s
+
+
+class ConstantInput(torch.nn.Module):
+    """The child's input is a one-element tensor made from data inside the
+    parent's forward: a constant while tracing, so FakeTensor/make_fx used to
+    run its probe for real during compilation (several times), splitting the
+    call into several records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.child = _Scaler()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.child(x, torch.tensor(2.0)) + self.child(x, torch.tensor(0.5))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_tensor_made_inside_the_forward_is_probed_once_per_run(backend, tmp_path):
+    torch.manual_seed(0)
+    model = ConstantInput().eval()
+    inputs = [torch.randn(3, 2) for _ in range(2)]
+    eager = _dump(model, "mix", "eager", inputs, tmp_path / "e")
+    compiled = _dump(model, "mix", backend, inputs, tmp_path / "c")
+    for step in range(len(inputs)):
+        assert _record_list(compiled[step]) == _record_list(eager[step]), f"step {step}"
+    assert "Module.child._Scaler.forward.1" in compiled[0] and "Module.child._Scaler.forward.2" not in compiled[0]
+    refs = _references(model, inputs, "L0")
+    for step, data in enumerate(compiled):
+        assert _check_values(data, refs[step], 1e-6, f"step {step}") > 0
