@@ -206,6 +206,9 @@ class Walker {
     const Value* type = v.find("type");
     if (!type->is_string()) fail(path + ".type", std::string("expected a string, found ") + Value::kind_name(type->kind()));
     const Value* dtype = v.find("dtype");
+    const std::string& t = type->as_string();
+    const bool tensor_type = t.size() >= 6 && (t.compare(t.size() - 6, 6, "Tensor") == 0 || t == "torch.nn.parameter.Parameter");
+    if (tensor_type && !dtype) fail(path, "tensor record without \"dtype\"");
     // msprobe treats a record with a dtype as data (tensors, numpy arrays)
     // and anything else as a value.
     if (!dtype || dtype->is_null() || (dtype->is_string() && dtype->as_string().empty())) {
@@ -246,7 +249,7 @@ class Walker {
         r.stats[s] = st->as_bool() ? 1.0 : 0.0;  // bool tensors: Max = any, Min = all
         r.kinds[s] = ValueKind::kBool;
       } else {
-        fail(path + "." + kStatKeys[s], std::string("expected a number, true/false or null, found ") +
+        fail(path + "." + kStatKeys[s], std::string("expected a number or null, found ") +
                                             Value::kind_name(st->kind()));
       }
     }
