@@ -31,7 +31,7 @@ StatDiff rule(ValClass t, ValClass b) {
 Metrics compute_metrics(const TensorRecord& target, const TensorRecord& bench) {
   Metrics m;
   for (int s = 0; s < kNumStats; ++s) {
-    if (stat_str(target, s) == stat_str(bench, s)) {
+    if (same_print(target, bench, s)) {
       m.kind[s] = StatDiff::kSame;
       m.diff[s] = 0.0;
       m.rel_pct[s] = 0.0;

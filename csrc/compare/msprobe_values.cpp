@@ -119,6 +119,19 @@ std::string stat_str(const TensorRecord& r, int s) {
   return "";
 }
 
+bool same_print(const TensorRecord& a, const TensorRecord& b, int s) {
+  const ValueKind ka = a.kinds[s], kb = b.kinds[s];
+  if (ka == kb && (ka == ValueKind::kInt || ka == ValueKind::kFloat || ka == ValueKind::kBool)) {
+    const double x = *a.stats[s], y = *b.stats[s];
+    if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+    // repr is shortest round trip, so equal doubles print alike, except 0.0
+    // and -0.0 (an integer -0 is 0).
+    return x == y && (ka != ValueKind::kFloat || std::signbit(x) == std::signbit(y));
+  }
+  if (ka == ValueKind::kNone && kb == ValueKind::kNone) return true;
+  return stat_str(a, s) == stat_str(b, s);
+}
+
 std::string stat_cell(const TensorRecord& r, int s) {
   const ValueKind k = r.kinds[s];
   if (k == ValueKind::kInt || k == ValueKind::kFloat) return format_number(*r.stats[s]);

@@ -24,6 +24,10 @@ std::string python_repr(const json::Value& v);
 // str() of statistic s as msprobe holds it (NaN as "Nan", None as "None").
 std::string stat_str(const TensorRecord& r, int s);
 
+// Whether statistic s of both records prints the same (msprobe's "equal"),
+// without building the strings for numbers.
+bool same_print(const TensorRecord& a, const TensorRecord& b, int s);
+
 // A statistic's cell in the CSV: numbers in shortest form, anything else as
 // msprobe writes it ("None", "True", the text).
 std::string stat_cell(const TensorRecord& r, int s);

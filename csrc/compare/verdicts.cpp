@@ -53,24 +53,29 @@ double as_fraction(const CompareRow& r) {
   }
 }
 
+// Judges one entry at a time; the index lists are reused across entries.
 class EntryJudge {
  public:
-  EntryJudge(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, size_t begin, size_t end,
-             const Thresholds& th, bool graphprobe)
-      : target_(target), bench_(bench), rows_(rows), begin_(begin), end_(end), th_(th), graphprobe_(graphprobe) {
-    for (size_t i = begin; i < end; ++i) {
-      if (is_output(t(i))) outputs_.push_back(i);
-      else inputs_.push_back(i);
-    }
-    if (!inputs_.empty()) ignore_ = ignore_of(t(inputs_.front()).name);
-  }
+  EntryJudge(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& th,
+             bool graphprobe)
+      : target_(target), bench_(bench), rows_(rows), th_(th), graphprobe_(graphprobe) {}
 
-  void run() {
-    if (ignore_ == Ignore::kAll) return;
-    const std::vector<size_t>& checked = ignore_ == Ignore::kInputs ? outputs_ : all();
-    for (size_t i : checked) inf_nan(i);
-    for (size_t i : checked) differences(i);
-    if (ignore_ == Ignore::kNone) {
+  void run(size_t begin, size_t end) {
+    inputs_.clear();
+    outputs_.clear();
+    for (size_t i = begin; i < end; ++i) (is_output(t(i)) ? outputs_ : inputs_).push_back(i);
+    const Ignore ignore = inputs_.empty() ? Ignore::kNone : ignore_of(t(inputs_.front()).name);
+    if (ignore == Ignore::kAll) return;
+    auto each_checked = [&](auto&& f) {
+      if (ignore == Ignore::kInputs) {
+        for (size_t i : outputs_) f(i);
+      } else {
+        for (size_t i = begin; i < end; ++i) f(i);
+      }
+    };
+    each_checked([this](size_t i) { inf_nan(i); });
+    each_checked([this](size_t i) { differences(i); });
+    if (ignore == Ignore::kNone) {
       for (size_t i : inputs_) scalar_value(i);
       relative_errors();
     }
@@ -80,12 +85,6 @@ class EntryJudge {
   const TensorRecord& t(size_t i) const { return target_.rows[static_cast<size_t>(rows_[i].target)]; }
   const TensorRecord& b(size_t i) const { return bench_.rows[static_cast<size_t>(rows_[i].bench)]; }
   bool matched(size_t i) const { return rows_[i].match == MatchKind::kMatched; }
-
-  const std::vector<size_t>& all() {
-    if (all_.empty())
-      for (size_t i = begin_; i < end_; ++i) all_.push_back(i);
-    return all_;
-  }
 
   void inf_nan(size_t i) {
     if (matched(i) && (is_inf_or_nan(b(i), kMax) || is_inf_or_nan(b(i), kMin))) return;
@@ -155,11 +154,9 @@ class EntryJudge {
   const Dump& target_;
   const Dump& bench_;
   std::vector<CompareRow>& rows_;
-  size_t begin_, end_;
   const Thresholds& th_;
   bool graphprobe_;
-  std::vector<size_t> inputs_, outputs_, all_;
-  Ignore ignore_ = Ignore::kNone;
+  std::vector<size_t> inputs_, outputs_;
 };
 
 }  // namespace
@@ -173,8 +170,8 @@ void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRo
     // below fires); graphprobe's verdicts give them their own.
     r.raise(graphprobe_verdicts ? Verdict::kUnmatched : Verdict::kPass, why);
   }
-  for (const auto& [begin, end] : entry_ranges(target, rows))
-    EntryJudge(target, bench, rows, begin, end, th, graphprobe_verdicts).run();
+  EntryJudge judge(target, bench, rows, th, graphprobe_verdicts);
+  for (const auto& [begin, end] : entry_ranges(target, rows)) judge.run(begin, end);
 }
 
 }  // namespace graphprobe::compare
