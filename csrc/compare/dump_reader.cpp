@@ -35,7 +35,8 @@ std::string last_component(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-// Builds the JSON path of the value being read, for messages only.
+// Walks one dump's `data`, appending rows; the JSON path of the value being
+// read is carried along for messages only.
 class Walker {
  public:
   Walker(const std::string& source, Dump& dump) : source_(source), dump_(dump) {}
