@@ -201,12 +201,26 @@ needs_msprobe = pytest.mark.skipif(
     reason="msprobe is not installed (pip install mindstudio-probe)")
 
 
+def test_our_l0_dump_compares_cleanly_with_msprobes_stored_dump(tmp_path: Path) -> None:
+    """As below, without msprobe installed: msprobe's L0 dump of the same model
+    (same seed, torch 2.13 CPU), stored once with
+    `python3 tests/msprobe_data/same_model_l0.py msprobe OUT` (mindstudio-probe 26.2.0)."""
+    _generate("same_model_l0.py", "graphprobe", tmp_path / "gp")
+    bench = plain(DATA / "same_model_l0" / "msprobe_l0.dump.json.gz", tmp_path / "ms")
+    (ours,) = (tmp_path / "gp" / "step0").glob("*/dump.json")
+    rows = read_csv(ours_csv(ours, bench, tmp_path / "out"))
+    assert len(rows) == 21  # 6 modules: an input and an output each, and 9 parameters
+    assert sum(".parameters." in r["NPU Name"] for r in rows) == 9
+    matched = [r for r in rows if r["Match"] == "matched"]
+    assert len(matched) == len(rows), [r["Bench Name"] for r in rows if r["Match"] != "matched"]
+    assert {r["Result"] for r in matched} == {"pass"}, [r["NPU Name"] for r in matched if r["Result"] != "pass"]
+
+
 @needs_msprobe
-@pytest.mark.xfail(strict=True, reason="#19 item 3: graphprobe's L0 records carry no `parameters` part yet")
 def test_our_l0_dump_compares_cleanly_with_msprobes(tmp_path: Path) -> None:
     """The same model dumped at L0 by msprobe and by graphprobe: every row of
-    either side has a partner and passes. Today msprobe's `parameters` rows
-    (9 of 30) have none on our side."""
+    either side has a partner and passes, msprobe's `parameters` rows
+    included (graphprobe's L0 records carry the module's own parameters)."""
     _generate("same_model_l0.py", "msprobe", tmp_path / "ms")
     _generate("same_model_l0.py", "graphprobe", tmp_path / "gp")
     csv_path = ours_csv(tmp_path / "gp" / "step0", tmp_path / "ms" / "step0", tmp_path / "out")
