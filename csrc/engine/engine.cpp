@@ -81,27 +81,22 @@ void Engine::set_enabled(bool enabled) {
 }
 
 int64_t Engine::open_call(PartLayout layout, InsertMode mode, int64_t program) {
-  if (mode == InsertMode::kCaptured) {
-    const uint64_t capture = current_capture_id();
-    TORCH_CHECK(capture != 0, "graphprobe: a call was registered as captured, but no CUDA graph capture is under way "
-                              "on the current stream");
-    std::lock_guard<std::mutex> lock(mu_);
-    return registry_.open(std::move(layout), mode, registry_.program_for_capture(capture));
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  return registry_.open(std::move(layout), mode, program);
+  return register_part(std::move(layout), mode, program, /*opening=*/true);
 }
 
 int64_t Engine::close_call(PartLayout layout, InsertMode mode, int64_t program) {
-  if (mode == InsertMode::kCaptured) {
-    const uint64_t capture = current_capture_id();
-    TORCH_CHECK(capture != 0, "graphprobe: a call was registered as captured, but no CUDA graph capture is under way "
-                              "on the current stream");
-    std::lock_guard<std::mutex> lock(mu_);
-    return registry_.close(std::move(layout), mode, registry_.program_for_capture(capture));
-  }
+  return register_part(std::move(layout), mode, program, /*opening=*/false);
+}
+
+int64_t Engine::register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening) {
+  // Read before taking the lock: it asks the CUDA runtime.
+  const uint64_t capture = mode == InsertMode::kCaptured ? current_capture_id() : 0;
+  TORCH_CHECK(mode != InsertMode::kCaptured || capture != 0,
+              "graphprobe: a call was registered as captured, but no CUDA graph capture is under way on the "
+              "current stream");
   std::lock_guard<std::mutex> lock(mu_);
-  return registry_.close(std::move(layout), mode, program);
+  if (mode == InsertMode::kCaptured) program = registry_.program_for_capture(capture);
+  return opening ? registry_.open(std::move(layout), mode, program) : registry_.close(std::move(layout), mode, program);
 }
 
 int64_t Engine::new_program() {

@@ -98,6 +98,7 @@ class Engine {
 
   void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
+  int64_t register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening);
   int64_t slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing);
   static void refresh(Slot& s, const at::Tensor& x);
   int64_t new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance);
