@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <unordered_map>
 
 namespace graphprobe::compare {
 namespace {
@@ -28,25 +29,74 @@ std::vector<std::string_view> split_dots(std::string_view s) {
   }
 }
 
-// Row key used for pairing: its name, or in fuzzy mode the name with the
-// call index stripped from the entry part.
-std::string key_of(const Dump& d, const TensorRecord& r, bool fuzzy) {
-  if (!fuzzy) return r.name;
-  std::string k = strip_call_index(d.entries[r.entry]);
-  k.push_back('.');
-  k.append(r.suffix(d.entries));
-  return k;
+// msprobe renumbers backward calls before matching (update_backward_call in
+// msprobe/core/compare/acc_compare.py): the n-th backward entry of an
+// API/module, counted in dump order, is matched as call n whatever index it
+// was written with, so that recomputation (which dumps extra backward calls
+// with later indices) does not shift the pairs. Returns the key of each
+// entry; forward and parameters_grad entries keep their name.
+std::vector<std::string> exact_entry_keys(const Dump& d) {
+  std::vector<std::string> keys;
+  keys.reserve(d.entries.size());
+  std::unordered_map<std::string, size_t> backward_calls;
+  for (const std::string& entry : d.entries) {
+    auto parts = split_dots(entry);
+    const size_t n = parts.size();
+    const bool params_grad = (n >= 1 && parts[n - 1] == "parameters_grad") || (n >= 2 && parts[n - 2] == "parameters_grad");
+    // msprobe takes the direction from the last two components.
+    const bool backward = !params_grad && n > 2 && (parts[n - 1] == "backward" || parts[n - 2] == "backward") &&
+                          parts[n - 1] != "forward" && parts[n - 2] != "forward";
+    if (!backward) {
+      keys.push_back(entry);
+      continue;
+    }
+    const size_t head_len = entry.size() - parts[n - 2].size() - parts[n - 1].size() - 2;
+    const std::string head = entry.substr(0, head_len);  // "Functional.conv2d", "Module.fc.Linear"
+    const std::string order = std::to_string(backward_calls[head]++);
+    std::string key = head;
+    for (size_t i = n - 2; i < n; ++i) key += "." + (all_digits(parts[i]) ? order : std::string(parts[i]));
+    keys.push_back(std::move(key));
+  }
+  return keys;
 }
 
-// Compares bench row indices (through their keys) with a key, both ways.
-template <typename KeyOf>
-struct KeyLess {
-  const KeyOf& key_of;
-  bool operator()(uint32_t a, std::string_view k) const { return key_of(a) < k; }
-  bool operator()(std::string_view k, uint32_t a) const { return k < key_of(a); }
+// A row's key, head + "." + tail (the entry key and the row's part),
+// compared as that string without building it.
+struct RowKey {
+  std::string_view head, tail;
 };
-template <typename KeyOf>
-KeyLess(const KeyOf&) -> KeyLess<KeyOf>;
+
+bool key_less(const RowKey& a, const RowKey& b) {
+  const std::string_view pa[3] = {a.head, ".", a.tail}, pb[3] = {b.head, ".", b.tail};
+  size_t ia = 0, ib = 0, oa = 0, ob = 0;  // segment and offset in it
+  while (true) {
+    while (ia < 3 && oa == pa[ia].size()) ++ia, oa = 0;
+    while (ib < 3 && ob == pb[ib].size()) ++ib, ob = 0;
+    if (ia == 3 || ib == 3) return ia == 3 && ib != 3;
+    const size_t n = std::min(pa[ia].size() - oa, pb[ib].size() - ob);
+    const int c = pa[ia].substr(oa, n).compare(pb[ib].substr(ob, n));
+    if (c != 0) return c < 0;
+    oa += n;
+    ob += n;
+  }
+}
+
+// msprobe pairs rows of equal dtype, or both of the float dtypes
+// (gen_dtype_condition); other rows are left without a bench.
+bool dtypes_pair(const std::string& t, const std::string& b) {
+  if (t == b) return true;
+  static const char* const kGroups[2][4] = {{"float16", "float32", "float64", "bfloat16"},
+                                            {"torch.float16", "torch.float32", "torch.float64", "torch.bfloat16"}};
+  for (const auto& group : kGroups) {
+    bool tin = false, bin = false;
+    for (const char* g : group) {
+      tin = tin || t == g;
+      bin = bin || b == g;
+    }
+    if (tin && bin) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -74,18 +124,26 @@ std::string strip_call_index(std::string_view entry) {
 std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy) {
   // Bench rows sorted by key, bench order kept within a key; a binary search
   // finds a target row's candidates and `taken` (per key, at the key's first
-  // position) walks them. 8 bytes per bench row in exact mode, where a hash
-  // map of key copies took ~190 at the peak of a large compare.
+  // position) walks them. Keys are compared in place (entry key + part): 8
+  // bytes per bench row, where a hash map of key strings took ~190 at the
+  // peak of a large compare.
   const size_t n = bench.rows.size();
-  std::vector<std::string> fuzzy_keys;
-  if (fuzzy) {
-    fuzzy_keys.reserve(n);
-    for (const TensorRecord& r : bench.rows) fuzzy_keys.push_back(key_of(bench, r, true));
-  }
-  auto bench_key = [&](uint32_t i) -> std::string_view { return fuzzy ? fuzzy_keys[i] : bench.rows[i].name; };
+  auto heads = [fuzzy](const Dump& d) {
+    if (!fuzzy) return exact_entry_keys(d);
+    std::vector<std::string> out;
+    out.reserve(d.entries.size());
+    for (const std::string& e : d.entries) out.push_back(strip_call_index(e));
+    return out;
+  };
+  const std::vector<std::string> target_heads = heads(target), bench_heads = heads(bench);
+  auto key = [](const Dump& d, const std::vector<std::string>& h, const TensorRecord& r) {
+    return RowKey{h[r.entry], r.suffix(d.entries)};
+  };
   std::vector<uint32_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return bench_key(a) < bench_key(b); });
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return key_less(key(bench, bench_heads, bench.rows[a]), key(bench, bench_heads, bench.rows[b]));
+  });
   std::vector<uint32_t> taken(n, 0);
 
   std::vector<bool> bench_used(bench.rows.size(), false);
@@ -96,13 +154,18 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   for (size_t i = 0; i < target.rows.size(); ++i) {
     CompareRow row;
     row.target = static_cast<int64_t>(i);
-    const std::string fuzzy_key = fuzzy ? key_of(target, target.rows[i], true) : std::string();
-    const std::string_view key = fuzzy ? std::string_view(fuzzy_key) : std::string_view(target.rows[i].name);
-    const auto [lo, hi] = std::equal_range(order.begin(), order.end(), key, KeyLess{bench_key});
+    const RowKey k = key(target, target_heads, target.rows[i]);
+    const auto lo = std::partition_point(order.begin(), order.end(), [&](uint32_t b) {
+      return key_less(key(bench, bench_heads, bench.rows[b]), k);
+    });
+    const auto hi = std::partition_point(lo, order.end(), [&](uint32_t b) {
+      return !key_less(k, key(bench, bench_heads, bench.rows[b]));
+    });
     const size_t group = static_cast<size_t>(lo - order.begin());
     // Exact mode pairs a name once: a repeated name is a malformed dump, not
     // a second call.
-    const bool can_pair = lo != hi && taken[group] < static_cast<size_t>(hi - lo) && (fuzzy || taken[group] == 0);
+    const bool can_pair = lo != hi && taken[group] < static_cast<size_t>(hi - lo) && (fuzzy || taken[group] == 0) &&
+                          dtypes_pair(target.rows[i].dtype, bench.rows[order[group + taken[group]]].dtype);
     if (can_pair) {
       row.bench = order[group + taken[group]++];
       bench_used[static_cast<size_t>(row.bench)] = true;

@@ -23,25 +23,25 @@ constexpr const char* kTensorDir = "dump_tensor_data";
 // to be written, and the writer has reported why; any other failure to move
 // one (a name too long, a full directory, permissions) is reported through
 // the writer here, with its errno, and counts the record as lost.
-int64_t file_tensors(std::vector<TensorRow>& rows, const std::string& staging, const std::string& data_dir) {
-  const CallGrouping grouping = group_calls(rows);
+int64_t file_tensors(std::vector<CallRecord>& calls, const std::string& staging, const std::string& data_dir) {
   int64_t missing = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    TensorRow& r = rows[i];
-    const std::string name = grouping.names[grouping.row_call[i]] + "." + io_name(r.place) + ".pt";
-    const std::string from = Engine::staged_file(staging, r.slot);
-    const std::string to = data_dir + "/" + name;
-    if (::rename(from.c_str(), to.c_str()) == 0) {
-      r.data_name = name;
-      continue;
+  for (CallRecord& c : calls) {
+    for (TensorRow& r : c.tensors) {
+      const std::string name = c.name + "." + io_name(r.place) + ".pt";
+      const std::string from = Engine::staged_file(staging, r.slot);
+      const std::string to = data_dir + "/" + name;
+      if (::rename(from.c_str(), to.c_str()) == 0) {
+        r.data_name = name;
+        continue;
+      }
+      const int err = errno;
+      ++missing;
+      if (err == ENOENT && ::access(from.c_str(), F_OK) != 0) continue;
+      writer::Writer::get().record_error(
+          to, "cannot move the staged tensor '" + from + "' there: " + std::strerror(err) + " (errno " +
+                  std::to_string(err) + ")",
+          /*records=*/1);
     }
-    const int err = errno;
-    ++missing;
-    if (err == ENOENT && ::access(from.c_str(), F_OK) != 0) continue;
-    writer::Writer::get().record_error(
-        to, "cannot move the staged tensor '" + from + "' there: " + std::strerror(err) + " (errno " +
-                std::to_string(err) + ")",
-        /*records=*/1);
   }
   return missing;
 }
@@ -70,7 +70,7 @@ StepReport finish_step_and_write(const std::optional<std::string>& out_dir, cons
   // The devices were synchronised by finish_step, so every captured save of
   // this step has reached the writer; wait until the staged files are on disk.
   if (staging) writer::Writer::get().drain();
-  const bool write = out_dir && !(result.rows.empty() && !write_if_empty);
+  const bool write = out_dir && !(result.calls.empty() && !write_if_empty);
   if (write) {
     std::string data_dir;
     try {
@@ -78,13 +78,13 @@ StepReport finish_step_and_write(const std::optional<std::string>& out_dir, cons
       if (staging) {
         data_dir = *out_dir + "/" + kTensorDir;
         fs::make_dirs(data_dir);
-        report.missing_tensors = file_tensors(result.rows, *staging, data_dir);
+        report.missing_tensors = file_tensors(result.calls, *staging, data_dir);
       }
     } catch (const fs::IoError& e) {
       report.error = e.what();
     }
     DumpSummary ds;
-    std::string text = build_dump_json(task, level, result.rows, &ds, data_dir);
+    std::string text = build_dump_json(task, level, result.calls, &ds, data_dir);
     report.entries = ds.entries;
     report.tensors = ds.tensors;
     report.overwritten = std::move(ds.overwritten);

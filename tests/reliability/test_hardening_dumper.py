@@ -72,7 +72,8 @@ def test_relative_dump_path_is_fixed_at_start(tmp_path: Path, monkeypatch, task:
     if task == "tensor":
         (folder,) = (first / "rel_dump" / "step2").glob("*/dump_tensor_data")
         assert sorted(p.name for p in folder.iterdir()) == [
-            "Module.0.Linear.forward.0.input.0.pt", "Module.0.Linear.forward.0.output.0.pt"]
+            f"Module.0.Linear.forward.0.{part}.pt" for part in ("input.0", "output.0", "parameters.bias",
+                                                                 "parameters.weight")]
         assert torch.equal(torch.load(folder / "Module.0.Linear.forward.0.input.0.pt"), torch.ones(1, 2))
         assert not list((first / "rel_dump").glob(".staging*"))  # the staging folder was found and removed
 

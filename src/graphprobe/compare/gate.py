@@ -26,8 +26,8 @@ def gate_reasons(run: CompareRun, level: str) -> list[str]:
     for o in run.outcomes:
         if o.error is not None:
             continue
-        matched = sum(o.counts.get(r, 0) for r in ("pass", "warning", "error"))
-        if matched == 0:
+        # Rows without a partner count as "unmatched" whatever their Result.
+        if o.rows - o.counts.get("unmatched", 0) == 0:
             unmatched = o.counts.get("unmatched", 0)
             why = f"all {unmatched} rows are unmatched (different models? try --fuzzy)" if unmatched else "both dumps are empty"
             reasons.append(f"{o.pair.label}: nothing was compared: {why}")
