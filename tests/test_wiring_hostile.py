@@ -76,3 +76,26 @@ def test_lone_surrogates_in_names_and_values_do_not_break_the_model(write_config
     assert name == "Module.bad\\udc80name.Named.forward.0"
     assert data[name]["input_kwargs"]["tag"] == {"type": "str", "value": "t\\ud800"}
     json.dumps(data)  # plain UTF-8 all through
+
+
+def test_a_wired_model_runs_on_fake_and_meta_tensors_without_recording(write_config, read_step, tmp_path):
+    """Eager probes go straight to the engine only for plain CPU/CUDA tensors;
+    fake and meta tensors (shape inference, meta-device init) take the op,
+    whose fake kernel records nothing."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config(level="mix"))
+    dumper.start(model)
+    with FakeTensorMode(allow_non_fake_inputs=True) as fake:
+        out = model(fake.from_tensor(torch.ones(2, 3)))
+    assert out.shape == (2, 3)
+    meta = torch.nn.Sequential(torch.nn.Linear(3, 3, device="meta"))
+    dumper.stop()
+    dumper = graphprobe.AclGraphDumper(write_config(level="L0"))
+    dumper.start(meta)
+    assert meta(torch.ones(2, 3, device="meta")).is_meta
+    dumper.step()
+    model(torch.ones(2, 3))  # not wired any more: nothing recorded
+    dumper.stop()
+    assert read_step(str(tmp_path / "dump"), 0)["data"] == {}
