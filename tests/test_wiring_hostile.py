@@ -99,3 +99,37 @@ def test_a_wired_model_runs_on_fake_and_meta_tensors_without_recording(write_con
     model(torch.ones(2, 3))  # not wired any more: nothing recorded
     dumper.stop()
     assert read_step(str(tmp_path / "dump"), 0)["data"] == {}
+
+
+def test_api_calls_inside_vmap_do_not_break_the_model(write_config, read_step, tmp_path):
+    """transformers builds attention masks with torch.vmap: a probe there sees
+    one example of a batched tensor. The model must run; such calls are not
+    recorded (eager and compiled alike), and the calls outside are."""
+
+    class Masked(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mask = torch.vmap(lambda row: torch.sigmoid(row) > 0.5)(x)
+            return torch.tanh(x) * mask
+
+    x = torch.randn(3, 4)
+    for backend in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        model = Masked()
+        dumper = graphprobe.AclGraphDumper(write_config(level="L1", dump_path=str(tmp_path / backend)))
+        dumper.start(model)
+        runner = model if backend == "eager" else torch.compile(model, backend=backend, fullgraph=True)
+        out = runner(x)
+        dumper.step()
+        dumper.stop()
+        assert torch.equal(out, torch.tanh(x) * (torch.sigmoid(x) > 0.5))
+        data = read_step(str(tmp_path / backend), 0)["data"]
+        assert list(data) == ["Torch.tanh.0.forward", "Tensor.__mul__.0.forward"], backend
+
+
+def test_acl_save_inside_vmap_says_what_to_do(tmp_path):
+    import pytest
+
+    with pytest.raises(RuntimeError, match="inside torch.vmap"):
+        torch.vmap(lambda row: graphprobe.acl_save(row, str(tmp_path / "x.pt")))(torch.ones(2, 3))
+    graphprobe.flush()
+    assert list(tmp_path.iterdir()) == []
