@@ -76,3 +76,60 @@ def test_lone_surrogates_in_names_and_values_do_not_break_the_model(write_config
     assert name == "Module.bad\\udc80name.Named.forward.0"
     assert data[name]["input_kwargs"]["tag"] == {"type": "str", "value": "t\\ud800"}
     json.dumps(data)  # plain UTF-8 all through
+
+
+def test_a_wired_model_runs_on_fake_and_meta_tensors_without_recording(write_config, read_step, tmp_path):
+    """Eager probes go straight to the engine only for plain CPU/CUDA tensors;
+    fake and meta tensors (shape inference, meta-device init) take the op,
+    whose fake kernel records nothing."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config(level="mix"))
+    dumper.start(model)
+    with FakeTensorMode(allow_non_fake_inputs=True) as fake:
+        out = model(fake.from_tensor(torch.ones(2, 3)))
+    assert out.shape == (2, 3)
+    meta = torch.nn.Sequential(torch.nn.Linear(3, 3, device="meta"))
+    dumper.stop()
+    dumper = graphprobe.AclGraphDumper(write_config(level="L0"))
+    dumper.start(meta)
+    assert meta(torch.ones(2, 3, device="meta")).is_meta
+    dumper.step()
+    model(torch.ones(2, 3))  # not wired any more: nothing recorded
+    dumper.stop()
+    assert read_step(str(tmp_path / "dump"), 0)["data"] == {}
+
+
+def test_api_calls_inside_vmap_do_not_break_the_model(write_config, read_step, tmp_path):
+    """transformers builds attention masks with torch.vmap: a probe there sees
+    one example of a batched tensor. The model must run; such calls are not
+    recorded (eager and compiled alike), and the calls outside are."""
+
+    class Masked(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mask = torch.vmap(lambda row: torch.sigmoid(row) > 0.5)(x)
+            return torch.tanh(x) * mask
+
+    x = torch.randn(3, 4)
+    for backend in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        model = Masked()
+        dumper = graphprobe.AclGraphDumper(write_config(level="L1", dump_path=str(tmp_path / backend)))
+        dumper.start(model)
+        runner = model if backend == "eager" else torch.compile(model, backend=backend, fullgraph=True)
+        out = runner(x)
+        dumper.step()
+        dumper.stop()
+        assert torch.equal(out, torch.tanh(x) * (torch.sigmoid(x) > 0.5))
+        data = read_step(str(tmp_path / backend), 0)["data"]
+        assert list(data) == ["Torch.tanh.0.forward", "Tensor.__mul__.0.forward"], backend
+
+
+def test_acl_save_inside_vmap_says_what_to_do(tmp_path):
+    import pytest
+
+    with pytest.raises(RuntimeError, match="inside torch.vmap"):
+        torch.vmap(lambda row: graphprobe.acl_save(row, str(tmp_path / "x.pt")))(torch.ones(2, 3))
+    graphprobe.flush()
+    assert list(tmp_path.iterdir()) == []

@@ -12,9 +12,16 @@ void record_stats(const at::Tensor& x, int64_t site, int64_t index) { Engine::ge
 // Tracing (FakeTensor / meta) must not touch the record table.
 void record_stats_meta(const at::Tensor&, int64_t, int64_t) {}
 
+// Inside torch.vmap (transformers builds attention masks with it) a probe
+// sees one example of a batched tensor. Without this kernel the op fails
+// ("Batching rule not implemented") and breaks the user's model; calls
+// inside vmap are not recorded (docs/limitations.md).
+void record_stats_batched(const at::Tensor&, int64_t, int64_t) {}
+
 }  // namespace
 }  // namespace graphprobe
 
 TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("record_stats", &graphprobe::record_stats); }
 TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("record_stats", &graphprobe::record_stats); }
 TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { m.impl("record_stats", &graphprobe::record_stats_meta); }
+TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) { m.impl("record_stats", &graphprobe::record_stats_batched); }

@@ -1,4 +1,6 @@
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "engine/engine.h"
 #include "engine/step_output.h"
@@ -76,6 +78,28 @@ void bind_engine(py::module_& m) {
         opening ? "Registers the input part of a new call; returns the site its probes carry."
                 : "Registers the output part of the latest open call of `entry`; returns its site.");
   }
+  m.def(
+      "record_part",
+      [](int64_t site, const std::vector<at::Tensor>& tensors) {
+        // Eager mode has no graph to keep the op in: plain tensors go
+        // straight to the engine, saving a dispatcher round trip per tensor.
+        // Tensors that need the dispatcher (fake, meta, subclasses, functorch
+        // wrappers) still take the op, whose kernels handle them.
+        static const auto op = c10::Dispatcher::singleton()
+                                   .findSchemaOrThrow("graphprobe::record_stats", "")
+                                   .typed<void(const at::Tensor&, int64_t, int64_t)>();
+        constexpr c10::DispatchKeySet needs_dispatch = c10::DispatchKeySet({
+            c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot, c10::DispatchKey::FuncTorchBatched,
+            c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Functionalize, c10::DispatchKey::Meta});
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          const at::Tensor& t = tensors[i];
+          const bool plain = (t.is_cpu() || t.is_cuda()) && !t.key_set().has_any(needs_dispatch);
+          if (plain) Engine::get().record(t, site, static_cast<int64_t>(i));
+          else op.call(t, site, static_cast<int64_t>(i));
+        }
+      },
+      py::arg("site"), py::arg("tensors"),
+      "Records the tensors of one eager call part (index = position in the list).");
   m.def("new_program", [] { return Engine::get().new_program(); },
         "A new program number (one per dynamo trace): calls inserted in it keep their insertion order.");
   m.def(

@@ -122,9 +122,13 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
             for i, item in enumerate(value):
                 _walk(item, (part, str(i)), 1, tensors, places, orders, leaves)
     requires_grad = tuple(t.requires_grad for t in tensors)
-    site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), _mode())
-    for i, tensor in enumerate(tensors):
-        record_stats(tensor, site, i)
+    mode = _mode()
+    site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode)
+    if mode == _TRACED:
+        for i, tensor in enumerate(tensors):
+            record_stats(tensor, site, i)  # graph nodes: they run on every execution
+    elif tensors:
+        _C.record_part(site, tensors)  # runs now: one call, no dispatcher per tensor
 
 
 def probe_inputs(
