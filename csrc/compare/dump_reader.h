@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "compare/opt_double.h"
+#include "compare/rare_string.h"
 
 namespace graphprobe::compare {
 
@@ -59,20 +60,20 @@ struct TensorRecord {
   uint32_t entry = 0;  // index into Dump::entries
   Role role = Role::kInput;
   bool is_tensor = true;  // a record with a "dtype" (tensors, numpy arrays)
+  std::optional<bool> requires_grad;  // (the small fields side by side: no padding)
+  std::array<ValueKind, kNumStats> kinds{};
   // "torch.float32"; "<class 'int'>" for non-tensor values; "N/A" for null
   // placeholders.
   std::string dtype;
   std::vector<int64_t> shape;
   // Replaces shape in the CSV and in comparisons when set: "N/A" for null
   // placeholders, "(3,)" for slices.
-  std::string shape_text;
-  std::optional<bool> requires_grad;
+  RareString shape_text;
   StatArray stats;  // numeric view; absent for None, bool and text values
-  std::array<ValueKind, kNumStats> kinds{};
-  std::string text;  // the value of kText statistics (the four share it)
+  RareString text;  // the value of kText statistics (the four share it)
   // Tensor dumps only: the file under dump_tensor_data/ holding the tensor
   // ("{row name}.pt"); empty when the record has no "data_name".
-  std::string data_name;
+  RareString data_name;
 
   // The part after the entry name: "output.0".
   std::string_view suffix(const std::vector<std::string>& entries) const {

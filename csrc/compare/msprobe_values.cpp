@@ -114,7 +114,7 @@ std::string stat_str(const TensorRecord& r, int s) {
     case ValueKind::kInt: return int_str(*r.stats[s]);
     case ValueKind::kFloat: return std::isnan(*r.stats[s]) ? "Nan" : python_float_repr(*r.stats[s]);
     case ValueKind::kBool: return *r.stats[s] != 0 ? "True" : "False";
-    case ValueKind::kText: return lower(r.text) == "nan" ? "Nan" : r.text;
+    case ValueKind::kText: return lower(r.text) == "nan" ? "Nan" : r.text.str();
   }
   return "";
 }

@@ -79,11 +79,12 @@ struct TensorMetrics {
 struct CompareRow {
   int64_t target = -1;  // index into CompareResult::target.rows, -1 when absent
   int64_t bench = -1;   // index into CompareResult::bench.rows, -1 when absent
+  // The one-byte fields side by side: a compare holds a row per tensor.
   MatchKind match = MatchKind::kMatched;
-  Metrics metrics;
   Verdict verdict = Verdict::kPass;
-  std::vector<std::string> reasons;
   bool first_divergence = false;  // row of the first diverging entry
+  Metrics metrics;
+  std::vector<std::string> reasons;
   TensorMetrics tensor;
 
   void raise(Verdict v, std::string reason) {
