@@ -1,0 +1,16 @@
+"""The GPU smoke cases (tests/gpu/smoke.py) under pytest, each in a fresh
+process: the first probe of a device, the writer thread against a capture,
+dtypes CUDA cannot reduce inside a capture, the live switch against queued
+replays, and the record lists of eager, graph and reduce-overhead runs.
+scripts/gpu_check.sh runs smoke.py directly and leaves this file out."""
+
+from __future__ import annotations
+
+import pytest
+import smoke
+
+
+@pytest.mark.parametrize("name", list(smoke.CASES))
+def test_smoke_case(name):
+    result = smoke.run_in_subprocess(name, timeout=smoke.DEFAULT_TIMEOUT)
+    assert result["status"] == "PASS", f"{name}: {result['status']}\n{result['output'][-6000:]}"
