@@ -101,10 +101,9 @@ elif [ -z "$TORCH_INCLUDE_ROOT" ]; then
 else
   EXT_SRC=""
 fi
-case "$EXT_SRC" in
-  *"'-std=c++20'"*) DEFAULT_STD=c++20 ;;
-  *) DEFAULT_STD=c++17 ;;
-esac
+# The flag it adds to every compile (common_cflags), not one in a docstring.
+DEFAULT_STD=$(printf '%s\n' "$EXT_SRC" | sed -n "s/.*common_cflags += \['-std=\(c++[0-9]*\)'.*/\1/p" | head -1)
+DEFAULT_STD=${DEFAULT_STD:-c++17}
 STDS=${CUDA_CHECK_STDS:-$DEFAULT_STD}
 
 stub="$work/stub"

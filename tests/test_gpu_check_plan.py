@@ -75,3 +75,29 @@ def test_a_hung_test_is_ended_with_its_stack(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "Timeout" in proc.stderr and "<string>" in proc.stderr, proc.stderr
+
+
+def test_smoke_driver_reports_each_case(tmp_path):
+    # On CPU a case fails (no device) in its own process; the driver says so,
+    # keeps its log and summary, and cases beyond the budget are NOT RUN.
+    script = os.path.join(ROOT, "tests", "gpu", "smoke.py")
+    proc = subprocess.run([sys.executable, script, "--only", "dtype_sweep_eager", "used_devices_only", "--out",
+                           str(tmp_path), "--timeout", "60", "--budget", "3"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert "SMOKE NOT RUN dtype_sweep_eager" in proc.stdout  # a 3 s budget starts nothing
+    proc = subprocess.run([sys.executable, script, "--only", "dtype_sweep_eager", "--out", str(tmp_path),
+                           "--timeout", "60"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "SMOKE FAIL    dtype_sweep_eager" in proc.stdout and "no CUDA device" in proc.stdout
+    assert "SMOKE SUMMARY: 0/1 passed" in proc.stdout
+    assert "no CUDA device" in (tmp_path / "smoke-dtype_sweep_eager.log").read_text()
+    import json
+
+    assert json.loads((tmp_path / "smoke.json").read_text())[0]["status"] == "FAIL"
+
+
+def test_smoke_rejects_unknown_cases():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "gpu", "smoke.py"), "--case", "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown case 'nope'" in proc.stderr
