@@ -157,25 +157,10 @@ def captured_save_small_budget_x20(tmp: str) -> None:
     """A captured acl_save with a 1 MiB writer budget, 20 replays without
     synchronisation: every file written, in order, peak within the budget."""
     torch = _torch()
-    import graphprobe
-    from graphprobe.saving import DEFAULT_WRITE_BUDGET, set_write_budget, writer_stats
+    from graphs import replay_save_under_budget
 
     n = (512 << 10) // 4  # 512 KiB per replay
-    x = torch.zeros(n, device="cuda")
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        graphprobe.acl_save(x + 0, os.path.join(tmp, "b.pt"))
-    set_write_budget(1 << 20)
-    try:
-        writer_stats(reset_peak=True)
-        for i in range(20):
-            x.fill_(float(i))
-            g.replay()
-        graphprobe.flush()
-        peak = writer_stats()["peak_bytes_in_flight"]
-    finally:
-        set_write_budget(DEFAULT_WRITE_BUDGET)
+    peak = replay_save_under_budget(tmp, n, budget=1 << 20, replays=20)
     assert peak <= 1 << 20, peak
     assert _saved(tmp, "b") == [f"b_{i}.pt" for i in range(20)]
     for i in range(20):
