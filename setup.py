@@ -19,7 +19,7 @@ from setuptools import Extension, setup
 from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-TORCH_FREE_DIRS = ["format", "fs"]
+TORCH_FREE_DIRS = ["format", "fs", "identity"]
 ENGINE_DIRS = ["engine", "ops", "stats", "capture", "writer", "compare_tensors", "python"]
 
 
@@ -73,7 +73,7 @@ else:
 
 compare = Extension(
     "graphprobe._compare",
-    _sources(["compare"] + TORCH_FREE_DIRS, False) + ["csrc/python/compare_module.cpp"],
+    _sources(["compare", "format", "fs"], False) + ["csrc/python/compare_module.cpp"],
     include_dirs=common_include + cpp_extension.include_paths()[:1],
     extra_compile_args=["-O3", "-std=c++20", "-Wall", "-fvisibility=hidden"],
     language="c++",

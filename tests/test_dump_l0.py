@@ -12,6 +12,7 @@ from models import make_transformer
 from reference import ReferenceRecorder, assert_stats_close, flatten_dump
 
 import graphprobe
+from graphprobe.wiring.probe import probe_output
 
 STEPS = 3
 
@@ -80,7 +81,7 @@ def test_eager_and_compiled_match_float64_reference(write_config, read_step, tmp
 def test_probe_survives_dead_code_elimination(write_config, read_step, tmp_path):
     class Discard(torch.nn.Module):
         def forward(self, x):
-            torch.ops.graphprobe.record_stats(x * 3, "Probe.discarded.{n}", "output.0", False, "")
+            probe_output("Probe.discarded.{n}", x * 3)
             return x + 1
 
     model = torch.nn.Sequential(Discard())

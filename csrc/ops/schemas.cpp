@@ -8,9 +8,9 @@
 
 TORCH_LIBRARY(graphprobe, m) {
   // Reduces x into a row of the engine's record table for the current step.
-  // entry: name template with "{n}" for the call index; place: dotted path
-  // of x inside the call; extras: the part's non-tensor leaves.
-  m.def("record_stats(Tensor x, str entry, str place, bool requires_grad, str extras) -> ()");
+  // site: the call part registered when the probe was inserted
+  // (csrc/identity); index: x's position among that part's tensors.
+  m.def("record_stats(Tensor x, int site, int index) -> ()");
   // Writes x to {stem}_{n}{suffix} every time it executes (acl_save).
   m.def("save(Tensor x, str path) -> ()");
 }
