@@ -129,27 +129,31 @@ def capture_with_switch_off_no_warmup(tmp: str) -> None:
 
 @case
 def warmup_saves_then_capture_x3(tmp: str) -> None:
-    """Eager acl_saves queued (the writer thread polls their events) and a
-    capture started at once, three times: the writer thread must not
-    invalidate the captures (global capture mode)."""
+    """Eager acl_saves queued (the writer thread then queries their events
+    and frees their pinned copies, one file at a time) and a capture started
+    at once, three times: in the default global capture mode any CUDA call
+    of the writer thread during the capture would invalidate it."""
     torch = _torch()
     import graphprobe
 
-    x = torch.zeros(1 << 22, device="cuda")  # 16 MiB: the copies are still in flight
+    x = torch.zeros(1 << 18, device="cuda")  # 1 MiB per file: the writer makes CUDA calls every few ms
     for round_ in range(3):
-        for i in range(4):
+        for i in range(32):
             graphprobe.acl_save(x + i, os.path.join(tmp, f"warm{round_}.pt"))
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            graphprobe.acl_save(x * 2, os.path.join(tmp, f"cap{round_}.pt"))
+            y = x
+            for _ in range(300):  # a capture long enough to overlap the writer's work
+                y = y * 1.0
+            graphprobe.acl_save(y * 2, os.path.join(tmp, f"cap{round_}.pt"))
         x.fill_(float(round_ + 1))
         g.replay()
     graphprobe.flush()
     for round_ in range(3):
-        assert _saved(tmp, f"warm{round_}") == [f"warm{round_}_{i}.pt" for i in range(4)]
+        assert _saved(tmp, f"warm{round_}") == [f"warm{round_}_{i}.pt" for i in range(32)]
         (cap,) = _saved(tmp, f"cap{round_}")
         got = torch.load(os.path.join(tmp, cap), weights_only=True)
-        assert torch.equal(got, torch.full((1 << 22,), 2.0 * (round_ + 1))), round_
+        assert torch.equal(got, torch.full((1 << 18,), 2.0 * (round_ + 1))), round_
 
 
 @case
