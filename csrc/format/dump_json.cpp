@@ -226,9 +226,12 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
 
     w.key(c.name);
     w.begin_object();
-    // Fixed part order, each part present (empty when it holds no tensor).
-    for (const char* part : {"input_args", "input_kwargs", "output"}) {
-      const bool is_dict = std::string(part) == "input_kwargs";
+    // Fixed part order, each part present (empty when it holds no tensor);
+    // module records also carry `parameters`, as msprobe's do.
+    const bool is_module = c.name.rfind("Module.", 0) == 0;
+    for (const char* part : {"input_args", "input_kwargs", "output", "parameters"}) {
+      const bool is_dict = std::string(part) == "input_kwargs" || std::string(part) == "parameters";
+      if (!is_module && std::string(part) == "parameters") continue;
       w.key(part);
       Node* found = nullptr;
       for (const auto& kv : root.children)
@@ -237,7 +240,7 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
         w.value_raw(is_dict ? "{}" : "[]");
         continue;
       }
-      // input_kwargs is a dict even when every key looks like an index.
+      // input_kwargs and parameters are dicts even when every key looks like an index.
       if (is_dict) found->type = Node::kDict;
       emit(w, *found);
     }

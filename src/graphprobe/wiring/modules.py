@@ -6,6 +6,10 @@ hook (outputs). Records are named ``Module.{path}.{ClassName}.forward.{n}``;
 the root model is not listed. Hooks are added before compile or capture, so
 dynamo traces them inline and the probe ops become part of the graph.
 
+Each record also carries the module's own parameters (not its children's)
+in msprobe's ``parameters`` part, probed with the inputs: a changed weight
+then explains a changed output in compare, as it does for msprobe's dumps.
+
 Keyword inputs are recorded in the order of the module's ``forward``
 signature (extra ``**kwargs`` keys after them, sorted by name), because
 dynamo may hand a hook the keywords in another order than eager mode does.
@@ -64,7 +68,8 @@ def _pre_hook(entry: str, names: tuple[str, ...]) -> Any:
             for name in sorted(k for k in kwargs if k not in ordered):
                 ordered[name] = kwargs[name]
             kwargs = ordered
-        probe_inputs(entry, args, kwargs)
+        parameters = {name: p for name, p in module._parameters.items() if p is not None}
+        probe_inputs(entry, args, kwargs, parameters)
 
     return hook
 

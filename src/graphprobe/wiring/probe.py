@@ -127,10 +127,16 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
         record_stats(tensor, site, i)
 
 
-def probe_inputs(entry: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def probe_inputs(
+    entry: str, args: tuple[Any, ...], kwargs: dict[str, Any], parameters: dict[str, Any] | None = None
+) -> None:
     """Opens a call of ``entry`` (a name template with ``{n}`` for the call
-    index) and probes its positional and keyword inputs."""
-    _probe(True, entry, (("input_args", args), ("input_kwargs", kwargs)))
+    index) and probes its positional and keyword inputs, and a module's own
+    ``parameters`` (msprobe's ``parameters`` part) when given."""
+    parts: tuple[tuple[str, Any], ...] = (("input_args", args), ("input_kwargs", kwargs))
+    if parameters is not None:
+        parts += (("parameters", parameters),)
+    _probe(True, entry, parts)
 
 
 def probe_output(entry: str, output: Any) -> None:
