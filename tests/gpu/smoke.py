@@ -230,7 +230,7 @@ def reduce_overhead_records_once(tmp: str) -> None:
 def _record_list(data: dict) -> list:
     out = []
     for name, rec in data.items():
-        for part in ("input_args", "input_kwargs", "output"):
+        for part in ("input_args", "input_kwargs", "parameters", "output"):
             value = rec.get(part)
             leaves = value if isinstance(value, list) else list((value or {}).values())
             for leaf in leaves:
