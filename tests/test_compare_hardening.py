@@ -164,7 +164,7 @@ def test_reader_accepts_what_the_dumper_may_write_and_names_the_limit(tmp_path: 
     deep.write_text(json.dumps({"task": "statistics", "data": {E: entry([tensor(1.0)], [nested(300)])}}))
     code, _, err = cli(capsys, "compare", str(deep), str(ok), "-o", str(tmp_path / "o"))
     assert code == 2
-    assert "deep.json" in err and "nesting deeper than 256 levels" in err and "at most 128" in err
+    assert "deep.json" in err and "nesting deeper than 256 levels" in err and "at most 32" in err
 
 
 # -- item 12: duplicate keys ---------------------------------------------------

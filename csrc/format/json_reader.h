@@ -88,7 +88,7 @@ struct DuplicateKey {
 // call's input_args / input_kwargs / output, which sit 4 levels deep in a
 // dump.json (document, data, entry, part): the reader has room to spare.
 constexpr size_t kMaxDepth = 256;
-constexpr size_t kMaxValueNesting = 128;
+constexpr size_t kMaxValueNesting = 32;  // graphprobe.wiring.probe.MAX_DEPTH
 
 struct ParseOptions {
   // Deepest nesting of arrays and objects accepted.

@@ -209,3 +209,30 @@ def test_config_errors_are_config_errors() -> None:
         with pytest.raises(ConfigError):
             parse_config(doc)
     assert unicodedata.category("\u0085") == "Cc" and unicodedata.category("\u202e") == "Cf"
+
+
+# -- item 10 (reader side): what the dumper writes, compare reads -------------
+
+def test_compare_reads_a_dump_of_a_deeply_nested_output(write_config, read_step, tmp_path: Path, capsys) -> None:
+    from graphprobe.cli import main
+
+    class Deep(torch.nn.Module):
+        def forward(self, x: torch.Tensor):
+            out: object = x * 2
+            for _ in range(300):
+                out = [out]
+            return out
+
+    model = torch.nn.Sequential(Deep())
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    try:
+        model(torch.ones(2))
+        dumper.step()
+    finally:
+        dumper.stop()
+    read_step(str(tmp_path / "dump"), 0)
+    root = str(tmp_path / "dump")
+    code = main(["compare", root, root, "-o", str(tmp_path / "o"), "--no-report", "-q", "--fail-on", "warning"])
+    _, err = capsys.readouterr()
+    assert code == 0, err
