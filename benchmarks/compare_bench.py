@@ -26,6 +26,7 @@ from graphprobe import _compare
 from graphprobe.compare import compare
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compare.md"
+MEMORY_SECTION = "## Peak memory"
 
 
 def make_dump(rows: int, seed: int, noise: float) -> str:
@@ -95,7 +96,10 @@ def main() -> None:
         text = "\n".join(lines)
         print(text)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(text)
+        # The peak-memory section is compare_memory.py's: keep it.
+        old = RESULTS.read_text() if RESULTS.exists() else ""
+        kept = old[old.index(MEMORY_SECTION):] if MEMORY_SECTION in old else ""
+        RESULTS.write_text(text + ("\n" + kept if kept else ""))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

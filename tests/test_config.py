@@ -17,7 +17,7 @@ INVALID = [
     ({"dump_path": None}, ConfigTypeError, ["'dump_path'", "None", "path string"]),
     ({"dump_path": ""}, ConfigValueError, ["'dump_path'", "non-empty"]),
     ({"dump_path": "a/../b"}, ConfigValueError, ["'dump_path'", "'..'"]),
-    ({"dump_path": "out\ndir"}, ConfigValueError, ["'dump_path'", "control characters"]),
+    ({"dump_path": "out\ndir"}, ConfigValueError, ["'dump_path'", "control or format characters", "U+000A"]),
     ({"dump_path": "x" * 300}, ConfigValueError, ["'dump_path'", "255 bytes"]),
     ({"level": "L3"}, ConfigValueError, ["'level'", "'L3'", "L0", "L1", "mix"]),
     ({"level": 0}, ConfigTypeError, ["'level'", "0", "L0"]),
@@ -52,14 +52,14 @@ def test_missing_dump_path_and_non_object_root():
 
 def test_valid_config_and_rank_ranges():
     cfg = parse_config({"dump_path": "d", "rank": [0, "2-3", "5"], "level": "L0", "statistics": {"list": ["Linear"]}})
-    assert cfg == DumpConfig(dump_path="d", ranks=(0, 2, 3, 5), keywords=("linear",))
+    assert cfg == DumpConfig(dump_path="d", ranks=(range(0, 1), range(2, 4), range(5, 6)), keywords=("linear",))
     assert cfg.selects_rank(3) and not cfg.selects_rank(1)
     assert parse_config(BASE).selects_rank(7)
 
 
 def test_duplicate_ranks_warn_and_unknown_keys_warn():
     with pytest.warns(UserWarning, match=r"ranks \[2\] are listed more than once"):
-        assert parse_config({**BASE, "rank": [2, "1-2"]}).ranks == (1, 2)
+        assert parse_config({**BASE, "rank": [2, "1-2"]}).ranks == (range(1, 3),)
     with pytest.warns(UserWarning, match=r"unknown keys \['dump_pth'\]"):
         parse_config({**BASE, "dump_pth": "x"})
     with pytest.warns(UserWarning, match=r"statistics.lst"):

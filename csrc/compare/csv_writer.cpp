@@ -1,5 +1,6 @@
 #include "compare/csv_writer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compare/msprobe_values.h"
@@ -50,9 +51,23 @@ std::string csv_field(std::string_view s) {
   return out;
 }
 
-std::string render_csv(const CompareResult& result) {
-  std::string out;
-  out.reserve(512 * (result.rows.size() + 1));
+std::string csv_text(std::string_view s) {
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos)
+    return "'" + std::string(s);
+  return std::string(s);
+}
+
+namespace {
+
+// A statistic's cell. The value of a non-tensor argument is text from the
+// dump (a string the model was called with) and is neutralised like names;
+// numbers are never touched.
+std::string stat_text(const TensorRecord& r, int s) {
+  return r.kinds[s] == ValueKind::kText ? csv_text(stat_cell(r, s)) : stat_cell(r, s);
+}
+
+// Renders rows [begin, end) -- and the header when begin is 0 -- onto `out`.
+void render_rows(const CompareResult& result, size_t begin, size_t end, std::string& out) {
   // Cells are appended in place: a vector of strings per row made this the
   // slowest part of a 100k-row compare.
   bool first = true;
@@ -68,25 +83,29 @@ std::string render_csv(const CompareResult& result) {
     out.push_back('\n');  // pandas (msprobe) writes \n; csv readers accept it
     first = true;
   };
-  for (const auto& h : csv_header(result.tensor_mode)) cell(h);
-  end_line();
+  auto text_cell = [&cell](bool has, const std::string& v) { cell(has ? csv_text(v) : std::string(kNA)); };
+  if (begin == 0) {
+    for (const auto& h : csv_header(result.tensor_mode)) cell(h);
+    end_line();
+  }
   const TensorRecord empty;
-  for (const CompareRow& r : result.rows) {
+  for (size_t i = begin; i < end; ++i) {
+    const CompareRow& r = result.rows[i];
     const bool has_t = r.target >= 0, has_b = r.bench >= 0;
     const TensorRecord& t = has_t ? result.target.rows[static_cast<size_t>(r.target)] : empty;
     const TensorRecord& b = has_b ? result.bench.rows[static_cast<size_t>(r.bench)] : empty;
-    cell(has_t ? std::string_view(t.name) : kNA);
-    cell(has_b ? std::string_view(b.name) : kNA);
-    cell(has_t ? std::string_view(t.dtype) : kNA);
-    cell(has_b ? std::string_view(b.dtype) : kNA);
+    text_cell(has_t, t.name);
+    text_cell(has_b, b.name);
+    text_cell(has_t, t.dtype);
+    text_cell(has_b, b.dtype);
     cell(has_t ? shape_of(t) : kNA);
     cell(has_b ? shape_of(b) : kNA);
     cell(flag(t.requires_grad));
     cell(flag(b.requires_grad));
     for (int s = 0; s < kNumStats; ++s) cell(diff_cell(r.metrics, s));
     for (int s = 0; s < kNumStats; ++s) cell(rel_cell(r.metrics, s));
-    for (int s = 0; s < kNumStats; ++s) cell(has_t ? stat_cell(t, s) : kNA);
-    for (int s = 0; s < kNumStats; ++s) cell(has_b ? stat_cell(b, s) : kNA);
+    for (int s = 0; s < kNumStats; ++s) cell(has_t ? stat_text(t, s) : kNA);
+    for (int s = 0; s < kNumStats; ++s) cell(has_b ? stat_text(b, s) : kNA);
     if (t.requires_grad && b.requires_grad) cell(*t.requires_grad == *b.requires_grad ? "True" : "False");
     else cell(kNA);
     cell(verdict_name(r.verdict));
@@ -105,11 +124,29 @@ std::string render_csv(const CompareResult& result) {
     cell(r.first_divergence ? "yes" : "");
     end_line();
   }
+}
+
+constexpr size_t kRowsPerChunk = 4096;
+
+}  // namespace
+
+std::string render_csv(const CompareResult& result) {
+  std::string out;
+  out.reserve(512 * (result.rows.size() + 1));
+  render_rows(result, 0, result.rows.size(), out);
   return out;
 }
 
 void write_csv(const CompareResult& result, const std::string& path) {
-  fs::write_file_atomic(path, render_csv(result));
+  fs::AtomicFile file(path);
+  std::string chunk;
+  chunk.reserve(512 * (kRowsPerChunk + 1));
+  for (size_t begin = 0; begin == 0 || begin < result.rows.size(); begin += kRowsPerChunk) {
+    chunk.clear();
+    render_rows(result, begin, std::min(begin + kRowsPerChunk, result.rows.size()), chunk);
+    file.append(chunk);
+  }
+  file.commit();
 }
 
 }  // namespace graphprobe::compare

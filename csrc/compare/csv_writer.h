@@ -16,6 +16,10 @@
 // Err_message a JSON list of reasons. Tensor metrics are plain numbers
 // (MaxRelativeErr and the ratios too, as msprobe writes them), "nan" where
 // undefined, "N/A" where not computed. Quoting per RFC 4180.
+// Text read from the dumps (names, dtypes, the text value of a non-tensor
+// argument in the statistics columns) that a spreadsheet would take for
+// a formula -- it starts with = + - @ tab or CR -- gets a leading ' (OWASP's
+// advice against CSV injection); numbers are never touched.
 
 #include <string>
 #include <string_view>
@@ -27,8 +31,11 @@ namespace graphprobe::compare {
 
 const std::vector<std::string>& csv_header(bool tensor_columns = false);
 std::string csv_field(std::string_view s);
+// `s` with a leading ' when it starts with a formula character.
+std::string csv_text(std::string_view s);
 std::string render_csv(const CompareResult& result);
-// Written through fs::write_file_atomic: readers never see half a file.
+// Written through fs::AtomicFile, a few thousand rows at a time: readers
+// never see half a file, and the text of the whole CSV is never in memory.
 void write_csv(const CompareResult& result, const std::string& path);
 
 }  // namespace graphprobe::compare

@@ -1,14 +1,16 @@
 #include "compare/dump_reader.h"
 
-#include "compare/msprobe_values.h"
-
+#include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 
+#include "compare/msprobe_values.h"
+#include "compare/text_feed.h"
 #include "format/json_reader.h"
 #include "format/json_writer.h"
 #include "fs/atomic_file.h"
@@ -285,34 +287,199 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-Dump parse_dump(std::string_view text, const std::string& source) {
+namespace {
+
+constexpr size_t kMaxNotes = 20;
+
+void add_note(Dump& dump, size_t& count, std::string text) {
+  if (count++ < kMaxNotes) dump.notes.push_back(dump.source + ": " + std::move(text));
+}
+
+// One note per object with repeated keys (a record, an entry, the document).
+void note_duplicates(Dump& dump, size_t& count, const std::vector<json::DuplicateKey>& dups, const std::string& where) {
+  if (dups.empty()) return;
+  std::string keys;
+  for (size_t i = 0; i < dups.size() && i < 5; ++i)
+    keys += (i ? ", " : "") + json::quote(dups[i].key) + " (line " + std::to_string(dups[i].line) + ")";
+  if (dups.size() > 5) keys += ", ...";
+  add_note(dump, count, "in " + where + ", key(s) " + keys + " appear again; the last value is used");
+}
+
+// Entries that appear more than once in "data": the last one's records take
+// the place of the first's, as Python's json.load gives.
+void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector<std::pair<size_t, size_t>>& lines) {
+  const size_t n = dump.entries.size();
+  std::vector<uint32_t> order(n);
+  for (uint32_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return dump.entries[a] < dump.entries[b]; });
+  std::vector<uint32_t> target(n);  // entry -> the entry whose place it takes; kDead when dropped
+  constexpr uint32_t kDead = UINT32_MAX;
+  for (uint32_t i = 0; i < n; ++i) target[i] = i;
+  bool any = false;
+  std::vector<std::string> front;  // these notes go first: they change which records are compared
+  for (size_t g = 0; g < n;) {
+    size_t e = g + 1;
+    while (e < n && dump.entries[order[e]] == dump.entries[order[g]]) ++e;
+    if (e - g > 1) {
+      any = true;
+      for (size_t k = g; k + 1 < e; ++k) target[order[k]] = kDead;
+      target[order[e - 1]] = order[g];
+      std::string at;
+      for (size_t k = g + 1; k < e; ++k) at += (at.empty() ? "" : ", ") + std::to_string(lines[order[k]].first);
+      ++note_count;
+      if (front.size() < kMaxNotes)
+        front.push_back(dump.source + ": entry " + json::quote(dump.entries[order[g]]) + " appears " +
+                        std::to_string(e - g) + " times in \"data\" (again at line " + at +
+                        "); the last one is used, at the place of the first");
+    }
+    g = e;
+  }
+  if (!any) return;
+  dump.notes.insert(dump.notes.begin(), front.begin(), front.end());
+  if (dump.notes.size() > kMaxNotes) dump.notes.resize(kMaxNotes);
+  // Renumber the entries that stay, in order of their (first) place.
+  std::vector<uint32_t> renumber(n, kDead);
+  std::vector<std::string> kept;
+  std::vector<bool> is_place(n, false);
+  for (uint32_t i = 0; i < n; ++i)
+    if (target[i] != kDead) is_place[target[i]] = true;
+  for (uint32_t i = 0; i < n; ++i)
+    if (is_place[i]) {
+      renumber[i] = static_cast<uint32_t>(kept.size());
+      kept.push_back(std::move(dump.entries[i]));
+    }
+  std::vector<TensorRecord> rows;
+  rows.reserve(dump.rows.size());
+  for (TensorRecord& r : dump.rows) {
+    if (target[r.entry] == kDead) continue;
+    r.entry = renumber[target[r.entry]];
+    rows.push_back(std::move(r));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const TensorRecord& a, const TensorRecord& b) { return a.entry < b.entry; });
+  dump.rows = std::move(rows);
+  dump.entries = std::move(kept);
+}
+
+// Runs one step of the stream; when it fails for lack of text (a feed not
+// yet at the end), reads more and runs it again from where it started.
+template <typename F>
+auto retrying(json::ObjectStream& in, TextFeed* feed, F&& step) -> decltype(step()) {
+  for (;;) {
+    const json::ObjectStream::Mark mark = in.mark();
+    try {
+      return step();
+    } catch (const json::ParseError&) {
+      if (feed == nullptr || !feed->more()) throw;
+      in.reset(mark);
+    }
+  }
+}
+
+// Text behind the parser is given back in steps of this many bytes.
+constexpr size_t kReleaseStep = size_t{8} << 20;
+
+// Every record that becomes a row -- a tensor or a non-tensor value --
+// holds "type": counting the key bounds the row count (null placeholders
+// aside, which are few), so the rows are allocated once instead of growing
+// (a grown vector briefly holds its old and new copies).
+constexpr std::string_view kRowKey = "\"type\"";
+
+size_t estimate_rows(std::string_view text) {
+  size_t n = 0;
+  for (size_t pos = text.find(kRowKey); pos != std::string_view::npos; pos = text.find(kRowKey, pos + kRowKey.size())) ++n;
+  return n;
+}
+
+Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
   Dump dump;
   dump.source = source;
-  Value doc;
+  Walker w(source, dump);
+  size_t note_count = 0;
+  std::vector<json::DuplicateKey> dups;
+  json::ParseOptions options;
+  options.duplicates = &dups;
   try {
-    doc = json::parse(text);
+    json::ObjectStream in(text, options);
+    json::Value scratch;
+    // Enters the object at the cursor, or parses what is there instead.
+    auto enter = [&] {
+      if (in.enter_object()) return true;
+      scratch = in.value();
+      return false;
+    };
+    if (!retrying(in, feed, enter))
+      w.fail("(top level)", std::string("expected an object, found ") + json::Value::kind_name(scratch.kind()));
+    bool has_data = false;
+    std::vector<std::pair<size_t, size_t>> entry_lines;
+    std::string key;
+    std::vector<std::string> top_keys;
+    size_t released = 0;
+    while (retrying(in, feed, [&] { return in.next_key(key); })) {
+      if (std::find(top_keys.begin(), top_keys.end(), key) != top_keys.end()) {
+        if (key != "data")
+          add_note(dump, note_count, "in the document, key " + json::quote(key) + " (line " +
+                                         std::to_string(in.position().first) + ") appears again; the last value is used");
+      } else if (top_keys.size() < 64) {
+        top_keys.push_back(key);
+      }
+      if (key == "data") {
+        if (has_data) {
+          add_note(dump, note_count, "key \"data\" appears again at line " + std::to_string(in.position().first) +
+                                         "; the last one is used");
+          dump.entries.clear();
+          dump.rows.clear();
+          entry_lines.clear();
+        }
+        has_data = true;
+        if (!retrying(in, feed, enter))
+          w.fail("data", std::string("expected an object, found ") + json::Value::kind_name(scratch.kind()));
+        if (dump.rows.capacity() == 0) dump.rows.reserve(feed ? feed->count(kRowKey) : estimate_rows(text));
+        std::string name;
+        while (retrying(in, feed, [&] { return in.next_key(name); })) {
+          entry_lines.push_back(in.position());
+          const json::Value entry = retrying(in, feed, [&] {
+            dups.clear();
+            return in.value();
+          });
+          note_duplicates(dump, note_count, dups, "data[" + json::quote(name) + "]");
+          w.entry(name, entry);
+          if (feed && in.offset() - released > kReleaseStep) {
+            in.count_lines_to(in.offset());  // later messages still know their line
+            released = in.offset();
+            feed->release(released);
+          }
+        }
+        continue;
+      }
+      const json::Value v = retrying(in, feed, [&] {
+        dups.clear();
+        return in.value();
+      });
+      note_duplicates(dump, note_count, dups, json::quote(key));
+      if (key == "task") dump.task = v.is_string() ? v.as_string() : std::string();
+    }
+    retrying(in, feed, [&] {
+      in.finish();
+      return 0;
+    });
+    if (!has_data) w.fail("(top level)", "no \"data\" key: not a dump.json");
+    resolve_duplicate_entries(dump, note_count, entry_lines);
   } catch (const json::ParseError& e) {
     throw DumpFormatError(source + ":" + e.what());
   }
-  Walker w(source, dump);
-  if (!doc.is_object()) w.fail("(top level)", std::string("expected an object, found ") + Value::kind_name(doc.kind()));
-  const Value* data = doc.find("data");
-  if (!data) w.fail("(top level)", "no \"data\" key: not a dump.json");
-  if (!data->is_object()) w.fail("data", std::string("expected an object, found ") + Value::kind_name(data->kind()));
-  if (const Value* task = doc.find("task"); task && task->is_string()) dump.task = task->as_string();
-  for (size_t i = 0; i < data->keys().size(); ++i) w.entry(data->keys()[i], data->items()[i]);
+  if (note_count > kMaxNotes)
+    dump.notes.push_back(source + ": ... and " + std::to_string(note_count - kMaxNotes) + " more such notes");
   return dump;
 }
 
+}  // namespace
+
+Dump parse_dump(std::string_view text, const std::string& source) { return parse(text, source, nullptr); }
+
 Dump read_dump(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
-  if (!f) throw fs::IoError("graphprobe: cannot open '" + path + "': " + std::strerror(errno));
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) text.append(buf, n);
-  if (std::ferror(f.get())) throw fs::IoError("graphprobe: cannot read '" + path + "': " + std::strerror(errno));
-  return parse_dump(text, path);
+  TextFeed feed(path);
+  return parse(feed.text(), path, &feed);
 }
 
 }  // namespace graphprobe::compare

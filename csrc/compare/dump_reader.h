@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "compare/opt_double.h"
+
 namespace graphprobe::compare {
 
 // A dump.json that cannot be read as one. The message names the file and
@@ -50,7 +52,7 @@ enum class ValueKind : uint8_t {
 // Statistic order used everywhere: the CSV columns list them this way.
 enum Stat : int { kMax = 0, kMin = 1, kMean = 2, kNorm = 3 };
 constexpr int kNumStats = 4;
-using StatArray = std::array<std::optional<double>, kNumStats>;
+using StatArray = std::array<OptDouble, kNumStats>;
 
 struct TensorRecord {
   std::string name;    // "{entry}.output.0"
@@ -83,8 +85,14 @@ struct Dump {
   std::string task;                  // top-level "task" ("statistics", "tensor"); empty if absent
   std::vector<std::string> entries;  // execution order
   std::vector<TensorRecord> rows;    // execution order
+  // What reading decided that the user should hear about (duplicate keys).
+  std::vector<std::string> notes;
 };
 
+// "data" is read entry by entry (json::ObjectStream): memory holds the
+// records, not the document's tree. A key repeated in one object keeps its
+// last value at the place of the first, as Python's json.load (and so
+// msprobe) reads it, and adds a note naming the key and its line.
 Dump parse_dump(std::string_view text, const std::string& source);
 // Throws fs::IoError when the file cannot be read.
 Dump read_dump(const std::string& path);

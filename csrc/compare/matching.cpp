@@ -1,5 +1,8 @@
 #include "compare/matching.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
 #include <unordered_map>
 
 namespace graphprobe::compare {
@@ -57,12 +60,25 @@ std::vector<std::string> exact_entry_keys(const Dump& d) {
   return keys;
 }
 
-// Row key used for pairing: the entry key and the row's part.
-std::string key_of(const Dump& d, const std::vector<std::string>& entry_keys, const TensorRecord& r, bool fuzzy) {
-  std::string k = fuzzy ? strip_call_index(d.entries[r.entry]) : entry_keys[r.entry];
-  k.push_back('.');
-  k.append(r.suffix(d.entries));
-  return k;
+// A row's key, head + "." + tail (the entry key and the row's part),
+// compared as that string without building it.
+struct RowKey {
+  std::string_view head, tail;
+};
+
+bool key_less(const RowKey& a, const RowKey& b) {
+  const std::string_view pa[3] = {a.head, ".", a.tail}, pb[3] = {b.head, ".", b.tail};
+  size_t ia = 0, ib = 0, oa = 0, ob = 0;  // segment and offset in it
+  while (true) {
+    while (ia < 3 && oa == pa[ia].size()) ++ia, oa = 0;
+    while (ib < 3 && ob == pb[ib].size()) ++ib, ob = 0;
+    if (ia == 3 || ib == 3) return ia == 3 && ib != 3;
+    const size_t n = std::min(pa[ia].size() - oa, pb[ib].size() - ob);
+    const int c = pa[ia].substr(oa, n).compare(pb[ib].substr(ob, n));
+    if (c != 0) return c < 0;
+    oa += n;
+    ob += n;
+  }
 }
 
 // msprobe pairs rows of equal dtype, or both of the float dtypes
@@ -106,33 +122,52 @@ std::string strip_call_index(std::string_view entry) {
 }
 
 std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy) {
-  // key -> bench row indices with that key, in bench order; `next` walks them.
-  struct Slot {
-    std::vector<int64_t> rows;
-    size_t next = 0;
+  // Bench rows sorted by key, bench order kept within a key; a binary search
+  // finds a target row's candidates and `taken` (per key, at the key's first
+  // position) walks them. Keys are compared in place (entry key + part): 8
+  // bytes per bench row, where a hash map of key strings took ~190 at the
+  // peak of a large compare.
+  const size_t n = bench.rows.size();
+  auto heads = [fuzzy](const Dump& d) {
+    if (!fuzzy) return exact_entry_keys(d);
+    std::vector<std::string> out;
+    out.reserve(d.entries.size());
+    for (const std::string& e : d.entries) out.push_back(strip_call_index(e));
+    return out;
   };
-  std::unordered_map<std::string, Slot> by_key;
-  by_key.reserve(bench.rows.size());
-  const std::vector<std::string> target_keys = fuzzy ? std::vector<std::string>() : exact_entry_keys(target);
-  const std::vector<std::string> bench_keys = fuzzy ? std::vector<std::string>() : exact_entry_keys(bench);
-  for (size_t i = 0; i < bench.rows.size(); ++i)
-    by_key[key_of(bench, bench_keys, bench.rows[i], fuzzy)].rows.push_back(static_cast<int64_t>(i));
+  const std::vector<std::string> target_heads = heads(target), bench_heads = heads(bench);
+  auto key = [](const Dump& d, const std::vector<std::string>& h, const TensorRecord& r) {
+    return RowKey{h[r.entry], r.suffix(d.entries)};
+  };
+  std::vector<uint32_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return key_less(key(bench, bench_heads, bench.rows[a]), key(bench, bench_heads, bench.rows[b]));
+  });
+  std::vector<uint32_t> taken(n, 0);
 
   std::vector<bool> bench_used(bench.rows.size(), false);
   std::vector<CompareRow> rows;
-  rows.reserve(target.rows.size() + 8);
+  // Room for every row there can be: growing would briefly hold two copies;
+  // the pages of rows never written are never touched.
+  rows.reserve(target.rows.size() + bench.rows.size());
   for (size_t i = 0; i < target.rows.size(); ++i) {
     CompareRow row;
     row.target = static_cast<int64_t>(i);
-    auto it = by_key.find(key_of(target, target_keys, target.rows[i], fuzzy));
+    const RowKey k = key(target, target_heads, target.rows[i]);
+    const auto lo = std::partition_point(order.begin(), order.end(), [&](uint32_t b) {
+      return key_less(key(bench, bench_heads, bench.rows[b]), k);
+    });
+    const auto hi = std::partition_point(lo, order.end(), [&](uint32_t b) {
+      return !key_less(k, key(bench, bench_heads, bench.rows[b]));
+    });
+    const size_t group = static_cast<size_t>(lo - order.begin());
     // Exact mode pairs a name once: a repeated name is a malformed dump, not
     // a second call.
-    const bool can_pair = it != by_key.end() && it->second.next < it->second.rows.size() &&
-                          (fuzzy || it->second.next == 0) &&
-                          dtypes_pair(target.rows[i].dtype,
-                                      bench.rows[static_cast<size_t>(it->second.rows[it->second.next])].dtype);
+    const bool can_pair = lo != hi && taken[group] < static_cast<size_t>(hi - lo) && (fuzzy || taken[group] == 0) &&
+                          dtypes_pair(target.rows[i].dtype, bench.rows[order[group + taken[group]]].dtype);
     if (can_pair) {
-      row.bench = it->second.rows[it->second.next++];
+      row.bench = order[group + taken[group]++];
       bench_used[static_cast<size_t>(row.bench)] = true;
       row.match = MatchKind::kMatched;
       row.metrics = compute_metrics(target.rows[i], bench.rows[static_cast<size_t>(row.bench)]);

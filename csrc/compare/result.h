@@ -72,7 +72,7 @@ enum class TensorStatus : uint8_t {
 
 struct TensorMetrics {
   TensorStatus status = TensorStatus::kNone;
-  std::array<std::optional<double>, kNumTensorMetrics> values;
+  std::array<OptDouble, kNumTensorMetrics> values;
   std::vector<std::string> notes;  // why values are NaN or missing; go to Err_message
 };
 

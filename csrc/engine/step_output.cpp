@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "engine/engine.h"
 #include "format/dump_json.h"
@@ -17,19 +19,28 @@ namespace {
 constexpr const char* kTensorDir = "dump_tensor_data";
 
 // Moves each row's staged file to "{call}.{io}.pt" and names it in the row.
-// Returns how many rows had no staged file (its write failed; the writer
-// reports why).
+// Returns how many rows got no file. A staged file that is not there failed
+// to be written, and the writer has reported why; any other failure to move
+// one (a name too long, a full directory, permissions) is reported through
+// the writer here, with its errno, and counts the record as lost.
 int64_t file_tensors(std::vector<CallRecord>& calls, const std::string& staging, const std::string& data_dir) {
   int64_t missing = 0;
   for (CallRecord& c : calls) {
     for (TensorRow& r : c.tensors) {
       const std::string name = c.name + "." + io_name(r.place) + ".pt";
       const std::string from = Engine::staged_file(staging, r.slot);
-      if (::rename(from.c_str(), (data_dir + "/" + name).c_str()) == 0) {
+      const std::string to = data_dir + "/" + name;
+      if (::rename(from.c_str(), to.c_str()) == 0) {
         r.data_name = name;
-      } else {
-        ++missing;
+        continue;
       }
+      const int err = errno;
+      ++missing;
+      if (err == ENOENT && ::access(from.c_str(), F_OK) != 0) continue;
+      writer::Writer::get().record_error(
+          to, "cannot move the staged tensor '" + from + "' there: " + std::strerror(err) + " (errno " +
+                  std::to_string(err) + ")",
+          /*records=*/1);
     }
   }
   return missing;

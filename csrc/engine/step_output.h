@@ -16,7 +16,7 @@ struct StepReport {
   int64_t write_seq = -1;       // its writer job, to wait for
   int64_t entries = 0;
   int64_t tensors = 0;
-  int64_t missing_tensors = 0;  // tensor task: records whose staged file was not there
+  int64_t missing_tensors = 0;  // tensor task: records that got no file (the writer reports why)
   std::vector<std::string> overwritten;  // entries written more than once since the last step
   std::string error;            // the step folder could not be made
 };

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 namespace graphprobe::json {
@@ -69,22 +71,36 @@ class Parser {
     Value v;
     skip_ws();
     value(v, 0);
-    skip_ws();
-    if (pos_ != text_.size()) fail(pos_, "expected end of document after the top-level value");
+    finish();
     return v;
   }
 
  private:
-  [[noreturn]] void fail(size_t at, const std::string& what) const {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
+  friend class ObjectStream;
+
+  void finish() {
+    skip_ws();
+    if (pos_ != text_.size()) fail(pos_, "expected end of document after the top-level value");
+  }
+
+  // Line and column of byte `at`. Positions asked for only grow (errors,
+  // duplicate keys), so the scan resumes where the last one stopped.
+  std::pair<size_t, size_t> locate(size_t at) const {
+    if (at < located_at_) located_at_ = 0, located_line_ = 1, located_col_ = 1;
+    for (size_t i = located_at_; i < at && i < text_.size(); ++i) {
       if (text_[i] == '\n') {
-        ++line;
-        col = 1;
+        ++located_line_;
+        located_col_ = 1;
       } else {
-        ++col;
+        ++located_col_;
       }
     }
+    located_at_ = std::max(located_at_, std::min(at, text_.size()));
+    return {located_line_, located_col_};
+  }
+
+  [[noreturn]] void fail(size_t at, const std::string& what) const {
+    const auto [line, col] = locate(at);
     throw ParseError(line, col, what);
   }
 
@@ -159,7 +175,25 @@ class Parser {
 
   void check_depth(size_t depth) const {
     if (depth > options_.max_depth)
-      fail(pos_, "nesting deeper than " + std::to_string(options_.max_depth) + " levels");
+      fail(pos_, "nesting deeper than " + std::to_string(options_.max_depth) +
+                     " levels of lists and objects (graphprobe's dumper nests values at most " +
+                     std::to_string(kMaxValueNesting) + " levels inside a call's arguments and output)");
+  }
+
+  // Index of `key` among the object's keys, or npos. Objects with many keys
+  // (rare once "data" is streamed) get a hash index built on the way.
+  static constexpr size_t kIndexFrom = 32;
+  size_t find_key(const Value& obj, const std::string& key,
+                  std::unordered_map<std::string, size_t>& index) const {
+    if (obj.keys_.size() < kIndexFrom) {
+      for (size_t i = 0; i < obj.keys_.size(); ++i)
+        if (obj.keys_[i] == key) return i;
+      return std::string::npos;
+    }
+    if (index.empty())
+      for (size_t i = 0; i < obj.keys_.size(); ++i) index.emplace(obj.keys_[i], i);
+    auto it = index.find(key);
+    return it == index.end() ? std::string::npos : it->second;
   }
 
   void object(Value& out, size_t depth) {
@@ -171,17 +205,33 @@ class Parser {
       ++pos_;
       return;
     }
+    std::unordered_map<std::string, size_t> index;
+    std::string key;
     while (true) {
       skip_ws();
       if (pos_ >= text_.size() || text_[pos_] != '"') expected("a string key");
-      out.keys_.emplace_back();
-      string(out.keys_.back());
+      const size_t key_at = pos_;
+      key.clear();
+      string(key);
       skip_ws();
       if (pos_ >= text_.size() || text_[pos_] != ':') expected("':' after the key");
       ++pos_;
       skip_ws();
-      out.items_.emplace_back();
-      value(out.items_.back(), depth);
+      const size_t seen = find_key(out, key, index);
+      if (seen == std::string::npos) {
+        if (!index.empty()) index.emplace(key, out.keys_.size());
+        out.keys_.push_back(key);
+        out.items_.emplace_back();
+        value(out.items_.back(), depth);
+      } else {
+        if (options_.duplicates) {
+          const auto [line, col] = locate(key_at);
+          options_.duplicates->push_back({key, line, col});
+        }
+        Value later;
+        value(later, depth);
+        out.items_[seen] = std::move(later);
+      }
       skip_ws();
       if (pos_ < text_.size() && text_[pos_] == ',') {
         ++pos_;
@@ -382,15 +432,90 @@ class Parser {
   }
 
   std::string_view text_;
-  const ParseOptions& options_;
+  ParseOptions options_;
   size_t pos_ = 0;
+  mutable size_t located_at_ = 0, located_line_ = 1, located_col_ = 1;
 };
 
-Value parse(std::string_view text, const ParseOptions& options) {
-  // A UTF-8 byte order mark is tolerated; Python's json rejects it, but
-  // editors on some systems add one and it carries no meaning.
+namespace {
+// A UTF-8 byte order mark is tolerated; Python's json rejects it, but
+// editors on some systems add one and it carries no meaning.
+std::string_view without_bom(std::string_view text) {
   if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
-  return Parser(text, options).document();
+  return text;
 }
+}  // namespace
+
+Value parse(std::string_view text, const ParseOptions& options) {
+  return Parser(without_bom(text), options).document();
+}
+
+ObjectStream::ObjectStream(std::string_view text, const ParseOptions& options)
+    : parser_(std::make_unique<Parser>(without_bom(text), options)) {}
+
+ObjectStream::~ObjectStream() = default;
+
+bool ObjectStream::enter_object() {
+  Parser& p = *parser_;
+  p.skip_ws();
+  if (p.pos_ >= p.text_.size() || p.text_[p.pos_] != '{') return false;
+  p.check_depth(first_member_.size() + 1);
+  ++p.pos_;
+  first_member_.push_back(true);
+  return true;
+}
+
+bool ObjectStream::next_key(std::string& key) {
+  Parser& p = *parser_;
+  p.skip_ws();
+  const bool first = first_member_.back();
+  if (p.pos_ < p.text_.size() && p.text_[p.pos_] == '}') {
+    ++p.pos_;
+    first_member_.pop_back();
+    return false;
+  }
+  if (!first) {
+    if (p.pos_ >= p.text_.size() || p.text_[p.pos_] != ',') p.expected("',' or '}' in an object");
+    ++p.pos_;
+    p.skip_ws();
+  }
+  if (p.pos_ >= p.text_.size() || p.text_[p.pos_] != '"') p.expected("a string key");
+  key.clear();
+  p.string(key);
+  p.skip_ws();
+  if (p.pos_ >= p.text_.size() || p.text_[p.pos_] != ':') p.expected("':' after the key");
+  ++p.pos_;
+  p.skip_ws();
+  first_member_.back() = false;
+  return true;
+}
+
+Value ObjectStream::value() {
+  Value v;
+  parser_->value(v, first_member_.size());
+  return v;
+}
+
+void ObjectStream::finish() { parser_->finish(); }
+
+std::pair<size_t, size_t> ObjectStream::position() const { return parser_->locate(parser_->pos_); }
+
+size_t ObjectStream::offset() const { return parser_->pos_; }
+
+ObjectStream::Mark ObjectStream::mark() const {
+  const Parser& p = *parser_;
+  return {p.pos_, p.located_at_, p.located_line_, p.located_col_, first_member_};
+}
+
+void ObjectStream::reset(const Mark& m) {
+  Parser& p = *parser_;
+  p.pos_ = m.pos;
+  p.located_at_ = m.located_at;
+  p.located_line_ = m.line;
+  p.located_col_ = m.column;
+  first_member_ = m.first_member;
+}
+
+void ObjectStream::count_lines_to(size_t offset) { parser_->locate(offset); }
 
 }  // namespace graphprobe::json

@@ -9,9 +9,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace graphprobe::json {
@@ -54,8 +56,8 @@ class Value {
   // Keys of an object, parallel to items().
   const std::vector<std::string>& keys() const;
 
-  // Object member by key; the last one wins for duplicate keys (as in
-  // Python's json). nullptr when absent or when this is not an object.
+  // Object member by key; nullptr when absent or when this is not an
+  // object. Keys are unique: see ParseOptions::duplicates.
   const Value* find(std::string_view key) const;
 
   // Whether a number was written without fraction or exponent.
@@ -74,12 +76,76 @@ class Value {
   std::vector<std::string> keys_;
 };
 
+// A key that appeared more than once in one object, where it appeared again.
+struct DuplicateKey {
+  std::string key;
+  size_t line = 0;
+  size_t column = 0;
+};
+
+// Deepest nesting of arrays and objects accepted by default. graphprobe's
+// dumper records values nested at most kMaxValueNesting levels inside a
+// call's input_args / input_kwargs / output, which sit 4 levels deep in a
+// dump.json (document, data, entry, part): the reader has room to spare.
+constexpr size_t kMaxDepth = 256;
+constexpr size_t kMaxValueNesting = 32;  // graphprobe.wiring.probe.MAX_DEPTH
+
 struct ParseOptions {
   // Deepest nesting of arrays and objects accepted.
-  size_t max_depth = 256;
+  size_t max_depth = kMaxDepth;
+  // Duplicate keys in an object: the last value is kept, at the position of
+  // the first (what Python's json.load gives, and so msprobe); each repeat
+  // is appended here when set.
+  std::vector<DuplicateKey>* duplicates = nullptr;
 };
 
 // Parses one JSON document (surrounding whitespace allowed, nothing else).
 Value parse(std::string_view text, const ParseOptions& options = {});
+
+class Parser;
+
+// Reads one object member by member, each member's value parsed on its own:
+// for a document whose bulk is one large object of small members (dump.json's
+// "data"), memory holds one member's tree at a time, not the document's.
+// Duplicate keys of the streamed objects are the caller's to handle.
+class ObjectStream {
+ public:
+  ObjectStream(std::string_view text, const ParseOptions& options = {});
+  ~ObjectStream();
+  ObjectStream(const ObjectStream&) = delete;
+  ObjectStream& operator=(const ObjectStream&) = delete;
+
+  // Enters the object that starts at the cursor; false (nothing consumed)
+  // when the value there is not an object.
+  bool enter_object();
+  // Reads the next member's key of the innermost entered object; false when
+  // it ends (the closing '}' is consumed, the object is left).
+  bool next_key(std::string& key);
+  // Parses the current member's whole value.
+  Value value();
+  // After the outermost object: only whitespace may follow.
+  void finish();
+  // Line and column (1-based) of the cursor, for messages.
+  std::pair<size_t, size_t> position() const;
+  // Byte offset of the cursor.
+  size_t offset() const;
+
+  // For text that arrives in pieces (see compare's read_dump): an operation
+  // that failed because it ran into bytes not yet there is retried, from a
+  // Mark, once more text is there. Text before the cursor may be dropped
+  // once its lines are counted (count_lines_to).
+  struct Mark {
+    size_t pos = 0;
+    size_t located_at = 0, line = 1, column = 1;
+    std::vector<bool> first_member;
+  };
+  Mark mark() const;
+  void reset(const Mark& m);
+  void count_lines_to(size_t offset);
+
+ private:
+  std::unique_ptr<Parser> parser_;
+  std::vector<bool> first_member_;  // per entered object: no key read yet
+};
 
 }  // namespace graphprobe::json

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace graphprobe::fs {
 namespace {
@@ -61,44 +62,61 @@ void make_dirs(const std::string& path) {
   if (!S_ISDIR(st.st_mode)) fail("use as a folder", path, ENOTDIR);
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t size) {
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   // A per-process counter keeps temporary names unique across threads; the
   // pid keeps them unique across ranks writing into one folder.
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
-  if (fd.get() < 0) fail("create", tmp, errno);
+  tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode);
+  if (fd_ < 0) fail("create", tmp_, errno);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void AtomicFile::append(const void* data, size_t size) {
+  if (fd_ < 0) throw IoError("graphprobe: '" + path_ + "' was already committed");
   const char* p = static_cast<const char*>(data);
   size_t left = size;
   while (left > 0) {
-    const ssize_t n = ::write(fd.get(), p, left);
+    const ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      fail("write", path, err);
+      fail("write", path_, errno);  // the destructor removes the temporary file
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd.get()) != 0) {
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) throw IoError("graphprobe: '" + path_ + "' was already committed");
+  if (::fsync(fd_) != 0) fail("flush", path_, errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("flush", path, err);
+    ::unlink(tmp_.c_str());
+    fail("close", path_, err);
   }
-  if (::close(fd.release()) != 0) {
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("close", path, err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("rename into", path, err);
+    ::unlink(tmp_.c_str());
+    fail("rename into", path_, err);
   }
   // Make the rename itself durable.
-  Fd dir(::open(parent_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  Fd dir(::open(parent_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0) ::fsync(dir.get());
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  AtomicFile file(path);
+  file.append(data, size);
+  file.commit();
 }
 
 }  // namespace graphprobe::fs

@@ -26,6 +26,25 @@ constexpr mode_t kFileMode = 0640;
 // mkdir -p with kDirMode for the folders it creates.
 void make_dirs(const std::string& path);
 
+// A file written in pieces that appears complete or not at all: append()
+// writes to a temporary file beside `path`, commit() flushes it and renames
+// it over `path`. Destroyed without commit(), the temporary file is removed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void append(const void* data, size_t size);
+  void append(const std::string& text) { append(text.data(), text.size()); }
+  void commit();
+
+ private:
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+};
+
 void write_file_atomic(const std::string& path, const void* data, size_t size);
 inline void write_file_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, text.data(), text.size());

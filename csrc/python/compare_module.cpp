@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -139,7 +140,8 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("bench_stats", [](const RowView& v) { return side(v.bench(), [](auto& r) { return quad(r.stats); }); })
       .def_property_readonly("diff", [](const RowView& v) { return quad(v.row().metrics.diff); }, "target - bench")
       .def_property_readonly("rel_err_pct", [](const RowView& v) { return quad(v.row().metrics.rel_pct); })
-      .def_property_readonly("norm_rel_err_pct", [](const RowView& v) { return v.row().metrics.rel_pct[gc::kNorm]; })
+      .def_property_readonly("norm_rel_err_pct",
+                             [](const RowView& v) -> std::optional<double> { return v.row().metrics.rel_pct[gc::kNorm]; })
       .def_property_readonly("target_data_name",
                              [](const RowView& v) { return v.target() ? non_empty(v.target()->data_name) : std::nullopt; },
                              "Tensor dumps: the target's file name under dump_tensor_data/, or None.")
@@ -163,6 +165,13 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("bench_path", [](const gc::CompareResult& r) { return r.bench.source; })
       .def_property_readonly("target_entries", [](const gc::CompareResult& r) { return r.target.entries; },
                              "Target entry names in execution order.")
+      .def_property_readonly("notes",
+                             [](const gc::CompareResult& r) {
+                               std::vector<std::string> out = r.target.notes;
+                               out.insert(out.end(), r.bench.notes.begin(), r.bench.notes.end());
+                               return out;
+                             },
+                             "What reading the dumps decided that the user should hear about (duplicate keys).")
       .def_property_readonly("target_task", [](const gc::CompareResult& r) { return r.target.task; })
       .def_property_readonly("bench_task", [](const gc::CompareResult& r) { return r.bench.task; })
       .def_property_readonly("has_tensor_data", &gc::has_tensor_data,
@@ -224,6 +233,25 @@ PYBIND11_MODULE(_compare, m) {
            },
            "Per target entry, in execution order: (largest output NormRelativeErr or None, worst Result, "
            "is first divergence).")
+      .def("entry_points",
+           [](const gc::CompareResult& r, const py::object& make) {
+             // One object per entry made here, with the verdict strings made
+             // once: no intermediate lists of names and tuples (a large
+             // compare's digest would hold them next to the records).
+             std::array<py::str, gc::kNumVerdicts> verdicts;
+             for (int v = 0; v < gc::kNumVerdicts; ++v) verdicts[v] = py::str(gc::verdict_name(static_cast<gc::Verdict>(v)));
+             const auto summaries = gc::entry_summaries(r);
+             py::list out(summaries.size());
+             for (size_t i = 0; i < summaries.size(); ++i) {
+               const auto& e = summaries[i];
+               py::object value = e.norm_rel_pct ? py::object(py::float_(*e.norm_rel_pct)) : py::object(py::none());
+               out[i] = make(i, r.target.entries[i], value, verdicts[static_cast<size_t>(e.verdict)], e.first_divergence);
+             }
+             return out;
+           },
+           py::arg("make"),
+           "make(index, entry, largest output NormRelativeErr or None, worst Result, is first divergence) for each "
+           "target entry, in execution order; the list of what it returns.")
       .def("worst_rows",
            [](const std::shared_ptr<gc::CompareResult>& r, size_t n) {
              py::list out;

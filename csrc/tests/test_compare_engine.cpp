@@ -1,7 +1,9 @@
 // The compare engine on in-memory dump.json texts: row flattening, metrics,
 // verdict rules, matching, first divergence, CSV. Expected values are worked
 // out by hand in the comments.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -32,6 +34,17 @@ std::string entry(const std::string& name, const std::string& in, const std::str
 
 gc::CompareResult run(const std::string& t, const std::string& b, gc::CompareOptions o = {}) {
   return gc::compare_dumps(gc::parse_dump(t, "t.json"), gc::parse_dump(b, "b.json"), o);
+}
+
+// Writes the CSV with write_csv into the test folder and reads it back.
+std::string written_csv(const gc::CompareResult& r, const std::string& file) {
+  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/" + file;
+  gc::write_csv(r, path);
+  std::ifstream f(path);
+  std::stringstream back;
+  back << f.rdbuf();
+  return back.str();
 }
 
 gc::TensorRecord stat(double v, gc::ValueKind k = gc::ValueKind::kFloat) {
@@ -221,6 +234,113 @@ void first_divergence_order() {
   CHECK(!r.first_divergence);
 }
 
+void first_divergence_prefers_the_earlier_entry() {
+  // A child completes (and is listed) before its parent; both have exact
+  // inputs and a 20 % output: the origin is the child, entry 0.
+  auto make = [](double k) {
+    return doc(entry("Module.blk.fc.Linear.forward.0", tensor(10), tensor(10 * k)) + "," +
+               entry("Module.blk.Block.forward.0", tensor(10), tensor(20 * k)));
+  };
+  auto r = run(make(1.2), make(1.0));
+  CHECK(r.first_divergence && *r.first_divergence == 0u);
+  CHECK(r.rows[0].first_divergence && r.rows[1].first_divergence);
+  CHECK(!r.rows[2].first_divergence && !r.rows[3].first_divergence);
+}
+
+void duplicate_entries_follow_python_json() {
+  // "a" twice: the second's records, at the first's place (before "b").
+  const std::string t = doc(entry("a", tensor(1), tensor(1)) + "," + entry("b", tensor(2), tensor(2)) + "," +
+                            entry("a", tensor(3), tensor(3)));
+  gc::Dump d = gc::parse_dump(t, "t.json");
+  CHECK_EQ(d.entries.size(), size_t{2});
+  CHECK_EQ(d.entries[0], std::string("a"));
+  CHECK_EQ(d.rows.size(), size_t{4});
+  CHECK_EQ(d.rows[0].name, std::string("a.input.0"));
+  CHECK_EQ(*d.rows[0].stats[gc::kNorm], 3.0);
+  CHECK_EQ(d.rows[2].name, std::string("b.input.0"));
+  CHECK_EQ(d.rows[2].entry, 1u);
+  CHECK_EQ(d.notes.size(), size_t{1});
+  CHECK(d.notes[0].find("\"a\" appears 2 times") != std::string::npos);
+}
+
+void csv_formula_cells() {
+  CHECK_EQ(gc::csv_text("=cmd|' /C calc'!A0"), std::string("'=cmd|' /C calc'!A0"));
+  for (const char* s : {"+1", "-1", "@SUM(A1)", "\tx", "\rx"}) CHECK_EQ(gc::csv_text(s), std::string("'") + s);
+  CHECK_EQ(gc::csv_text("Module.a"), std::string("Module.a"));
+  CHECK_EQ(gc::csv_text(""), std::string(""));
+  auto r = run(doc(entry("=HYPERLINK(1)", tensor(-10), tensor(-15))), doc(entry("=HYPERLINK(1)", tensor(-10), tensor(-15))));
+  const std::string text = gc::render_csv(r);
+  CHECK(text.find("\n'=HYPERLINK(1).input.0,'=HYPERLINK(1).input.0,") != std::string::npos);
+  CHECK(text.find(",-10,") != std::string::npos);  // numbers untouched
+  // A non-tensor str argument's value fills its four statistics cells per
+  // side: text from the dump, neutralised; an int value stays a number.
+  const std::string args = R"({"type": "str", "value": "=1+2"}, {"type": "int", "value": -3})";
+  const std::string values = gc::render_csv(run(doc(entry("E", args, tensor(1))), doc(entry("E", args, tensor(1)))));
+  std::string eight_text, eight_ints;
+  for (int i = 0; i < 8; ++i) {
+    eight_text += ",'=1+2";
+    eight_ints += ",-3";
+  }
+  CHECK(values.find("\nE.input.0,E.input.0,") != std::string::npos);
+  CHECK(values.find(eight_text + ",") != std::string::npos);
+  CHECK(values.find(eight_ints + ",") != std::string::npos);
+  CHECK(values.find(",=1+2") == std::string::npos);
+}
+
+void csv_written_in_chunks_equals_rendered() {
+  std::string entries;
+  for (int i = 0; i < 5000; ++i) entries += (i ? "," : "") + entry("E" + std::to_string(i), tensor(i + 1), tensor(i + 2));
+  auto r = run(doc(entries), doc(entries));
+  CHECK_EQ(written_csv(r, "test_compare_engine_chunks.csv"), gc::render_csv(r));
+}
+
+void large_file_is_read_in_pieces() {
+  // Over 16 MiB, the first piece TextFeed reads: entries straddle the piece
+  // boundaries and are re-read; a duplicate key far past the first piece
+  // still gets its true line, also when the text it counted lines in was
+  // given back. Entries span several pages, so every release cuts one.
+  auto two_lines = [](std::string e) { return e.replace(e.find("\"output\""), 0, std::string(3000, '\n')); };
+  auto line_of = [](const std::string& text, size_t pos) {
+    return std::to_string(1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
+  };
+  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine_large.json";
+  std::string text = "{\"task\": \"statistics\", \"data\": {\n";
+  size_t n = 0;
+  while (text.size() < (size_t{40} << 20)) {
+    text += (n ? ",\n" : "") + two_lines(entry("E" + std::to_string(n), tensor(static_cast<double>(n) + 1),
+                                                 tensor(2.0 * static_cast<double>(n))));
+    ++n;
+  }
+  text += ",\n";
+  const size_t repeat_at = text.size();
+  text += two_lines(entry("E0", tensor(-1), tensor(-1))) + "}}\n";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  const gc::Dump d = gc::read_dump(path);
+  CHECK_EQ(d.entries.size(), n);
+  CHECK_EQ(d.rows.size(), 2 * n);
+  for (size_t i = 1; i < n; i += 997) {
+    CHECK_EQ(d.rows[2 * i].name, "E" + std::to_string(i) + ".input.0");
+    CHECK_EQ(*d.rows[2 * i].stats[gc::kNorm], static_cast<double>(i) + 1);
+    CHECK_EQ(*d.rows[2 * i + 1].stats[gc::kNorm], 2.0 * static_cast<double>(i));
+  }
+  CHECK_EQ(*d.rows[0].stats[gc::kNorm], -1.0);  // the repeated E0: its last value, at its first place
+  CHECK_EQ(d.notes.size(), size_t{1});
+  CHECK(d.notes[0].find("again at line " + line_of(text, repeat_at)) != std::string::npos);
+  // Malformed past the first piece: the error names the true line.
+  const size_t bad_at = text.size() - 4 + 2;
+  text.insert(text.size() - 4, ",\n\"bad\": [}");
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  CHECK_THROWS(gc::DumpFormatError, gc::read_dump(path), ":" + line_of(text, bad_at) + ":9: expected a value");
+  std::remove(path.c_str());
+}
+
 void csv_output() {
   CHECK_EQ(gc::csv_field("plain"), std::string("plain"));
   CHECK_EQ(gc::csv_field("a,b"), std::string("\"a,b\""));
@@ -243,13 +363,7 @@ void csv_output() {
   CHECK(row1.find(",0,0,0,15,0,0,0,inf,") != std::string::npos);
   CHECK(row0.find(",0,0,0,0,0,0,0,0,") != std::string::npos);
 
-  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
-  const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine.csv";
-  gc::write_csv(r, path);
-  std::ifstream f(path);
-  std::stringstream back;
-  back << f.rdbuf();
-  CHECK_EQ(back.str(), text);
+  CHECK_EQ(written_csv(r, "test_compare_engine.csv"), text);
 }
 
 void run_all() {
@@ -260,7 +374,12 @@ void run_all() {
   verdict_rules();
   matching_and_unmatched();
   first_divergence_order();
+  first_divergence_prefers_the_earlier_entry();
+  duplicate_entries_follow_python_json();
   csv_output();
+  csv_formula_cells();
+  csv_written_in_chunks_equals_rendered();
+  large_file_is_read_in_pieces();
 }
 
 }  // namespace

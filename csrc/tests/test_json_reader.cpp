@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "format/json_reader.h"
 #include "format/json_writer.h"
@@ -27,9 +28,9 @@ void valid_documents() {
   CHECK(a->items()[3].as_bool() && !a->items()[4].as_bool() && a->items()[5].is_null());
   CHECK_EQ(v.find("b")->find("c")->as_string(), std::string("x\"\\/\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80"));
   CHECK(v.find("missing") == nullptr);
-  // Object order is kept; duplicate keys: the last wins, as in Python.
+  // Object order is kept; duplicate keys: the last value at the first place, as in Python.
   Value d = parse(R"({"z": 1, "a": 2, "z": 3})");
-  CHECK_EQ(d.keys().size(), size_t{3});
+  CHECK_EQ(d.keys().size(), size_t{2});
   CHECK_EQ(d.keys()[0], std::string("z"));
   CHECK_EQ(d.find("z")->as_number(), 3.0);
   CHECK(parse("[]").items().empty() && parse("{}").keys().empty());
@@ -101,6 +102,58 @@ void depth_limit_is_configurable() {
   CHECK(parse(std::string(200, '[') + std::string(200, ']')).is_array());
 }
 
+void duplicate_keys_keep_the_last_value_at_the_first_place() {
+  std::vector<graphprobe::json::DuplicateKey> dups;
+  graphprobe::json::ParseOptions o;
+  o.duplicates = &dups;
+  const Value v = parse("{\"a\": 1, \"b\": 2,\n \"a\": 3}", o);
+  CHECK_EQ(v.keys().size(), size_t{2});
+  CHECK_EQ(v.keys()[0], std::string("a"));
+  CHECK_EQ(v.items()[0].as_number(), 3.0);
+  CHECK_EQ(v.find("a")->as_number(), 3.0);
+  CHECK_EQ(dups.size(), size_t{1});
+  CHECK_EQ(dups[0].key, std::string("a"));
+  CHECK_EQ(dups[0].line, size_t{2});
+  CHECK_EQ(dups[0].column, size_t{2});
+  // Many keys: the hash index path.
+  std::string big = "{";
+  for (int i = 0; i < 100; ++i) big += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ",";
+  big += "\"k7\": -1}";
+  dups.clear();
+  const Value w = parse(big, o);
+  CHECK_EQ(w.keys().size(), size_t{100});
+  CHECK_EQ(w.items()[7].as_number(), -1.0);
+  CHECK_EQ(dups.size(), size_t{1});
+}
+
+void object_stream_reads_member_by_member() {
+  graphprobe::json::ObjectStream in("{\"x\": [1, 2], \"data\": {\"e1\": {\"v\": 1}, \"e2\": null}, \"y\": 3}");
+  CHECK(in.enter_object());
+  std::string key;
+  CHECK(in.next_key(key) && key == "x");
+  CHECK_EQ(in.value().items().size(), size_t{2});
+  CHECK(in.next_key(key) && key == "data");
+  CHECK(in.enter_object());
+  CHECK(in.next_key(key) && key == "e1");
+  CHECK_EQ(in.value().find("v")->as_number(), 1.0);
+  CHECK(in.next_key(key) && key == "e2");
+  CHECK(in.value().is_null());
+  CHECK(!in.next_key(key));
+  CHECK(in.next_key(key) && key == "y");
+  CHECK_EQ(in.value().as_number(), 3.0);
+  CHECK(!in.next_key(key));
+  in.finish();
+  graphprobe::json::ObjectStream bad("{\"a\": 1 \"b\": 2}");
+  CHECK(bad.enter_object());
+  CHECK(bad.next_key(key));
+  bad.value();
+  CHECK_THROWS(ParseError, bad.next_key(key), "1:9: expected ',' or '}' in an object");
+  graphprobe::json::ObjectStream trailing("{} x");
+  CHECK(trailing.enter_object());
+  CHECK(!trailing.next_key(key));
+  CHECK_THROWS(ParseError, trailing.finish(), "expected end of document");
+}
+
 void hostile_input_never_crashes() {
   // Random mutations of a real document: each either parses or throws
   // ParseError; anything else (a crash, another exception) fails the test.
@@ -138,6 +191,8 @@ void run_all() {
   non_finite_literals();
   errors_have_positions();
   depth_limit_is_configurable();
+  duplicate_keys_keep_the_last_value_at_the_first_place();
+  object_stream_reads_member_by_member();
   hostile_input_never_crashes();
 }
 

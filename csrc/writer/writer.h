@@ -144,6 +144,12 @@ class Writer {
   // The failures since the last report, without waiting; empty when none.
   std::string take_errors();
 
+  // Keeps a failure to write `file` for the next report (flush(),
+  // take_errors()), as the writer thread does for its own; `records` tensor
+  // records are counted as lost. For files moved or written outside the
+  // writer thread (the tensor task's filing at step()).
+  void record_error(const std::string& file, const std::string& what, int64_t records = 0);
+
   // The whole path of a host callback: reserve, copy `size` bytes from
   // `data` (a pinned staging buffer), number, enqueue. No CUDA calls; never
   // throws (errors are kept for flush()).
@@ -177,7 +183,6 @@ class Writer {
   void release(size_t bytes, bool device_pending);
   void run();
   void write_one(WriteJob& job);
-  void record_error(const std::string& file, const std::string& what, int64_t records = 0);
   void ensure_thread_locked();
   std::string take_errors_locked(int64_t* count);
 

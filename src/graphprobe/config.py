@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+
+from graphprobe._text import first_unsafe
 
 __all__ = [
     "ConfigError",
@@ -57,14 +60,14 @@ class DumpConfig:
     dump_path: str
     task: str = "statistics"
     level: str = "L0"
-    ranks: tuple[int, ...] = ()  # empty: every rank records
+    ranks: tuple[range, ...] = ()  # sorted disjoint ranges; empty: every rank records
     keywords: tuple[str, ...] = ()  # empty: every module / API records
     dump_enable: bool = True
     source: str | None = field(default=None, compare=False)
 
     def selects_rank(self, rank: int) -> bool:
         """Whether ``rank`` records under this configuration."""
-        return not self.ranks or rank in self.ranks
+        return not self.ranks or any(rank in r for r in self.ranks)
 
 
 def _type_name(value: Any) -> str:
@@ -79,11 +82,28 @@ def _value_error(where: str, value: Any, allowed: str) -> ConfigValueError:
     return ConfigValueError(f"config field '{where}': got {value!r}; allowed: {allowed}")
 
 
-def parse_ranks(value: Any, where: str = "rank") -> tuple[int, ...]:
-    """Parses msprobe's ``rank`` field: ints and ``"start-end"`` (or ``"3"``) strings."""
+#: Largest rank accepted: torch.distributed ranks are 32-bit ints.
+MAX_RANK = 2**31 - 1
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+
+
+def _rank_number(text: str, where: str, item: Any) -> int:
+    # ASCII only: str.isdigit() accepts "²", which int() then refuses.
+    text = text.strip()
+    if not _ASCII_DIGITS.fullmatch(text):
+        raise _value_error(where, item, 'a "start-end" range of non-negative ints, e.g. "2-3", or a single rank "3"')
+    if len(text) > 10 or int(text) > MAX_RANK:
+        raise _value_error(where, item, f"ranks of at most {MAX_RANK}")
+    return int(text)
+
+
+def parse_ranks(value: Any, where: str = "rank") -> tuple[range, ...]:
+    """Parses msprobe's ``rank`` field: ints and ``"start-end"`` (or ``"3"``)
+    strings. Returns sorted, disjoint, merged ranges (never expanded, so
+    ``"0-2147483647"`` costs nothing); overlaps are warned about."""
     if not isinstance(value, list):
         raise _type_error(where, value, 'a list of non-negative ints and "start-end" strings, e.g. [0, "2-3"]')
-    ranks: list[int] = []
+    spans: list[tuple[int, int]] = []  # inclusive
     for i, item in enumerate(value):
         here = f"{where}[{i}]"
         if isinstance(item, bool) or not isinstance(item, (int, str)):
@@ -91,36 +111,55 @@ def parse_ranks(value: Any, where: str = "rank") -> tuple[int, ...]:
         if isinstance(item, int):
             if item < 0:
                 raise _value_error(here, item, "a rank >= 0")
-            ranks.append(item)
+            if item > MAX_RANK:
+                raise _value_error(here, item, f"a rank of at most {MAX_RANK}")
+            spans.append((item, item))
             continue
-        text = item.strip()
-        parts = text.split("-")
-        if len(parts) == 1 and parts[0].isdigit():
-            ranks.append(int(parts[0]))
-            continue
-        if len(parts) != 2 or not parts[0].strip().isdigit() or not parts[1].strip().isdigit():
+        parts = item.split("-")
+        if len(parts) > 2:
             raise _value_error(here, item, 'a "start-end" range of non-negative ints, e.g. "2-3", or a single rank "3"')
-        start, end = int(parts[0]), int(parts[1])
+        start = _rank_number(parts[0], here, item)
+        end = _rank_number(parts[-1], here, item)
         if start > end:
             raise _value_error(here, item, f"a range whose start ({start}) is not greater than its end ({end})")
-        ranks.extend(range(start, end + 1))
-    unique = sorted(set(ranks))
-    if len(unique) != len(ranks):
-        dupes = sorted({r for r in ranks if ranks.count(r) > 1})
-        warnings.warn(f"config field '{where}': ranks {dupes} are listed more than once", stacklevel=3)
-    return tuple(unique)
+        spans.append((start, end))
+    spans.sort()
+    merged: list[list[int]] = []
+    repeated: list[str] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            lo, hi = start, min(end, merged[-1][1])
+            repeated.append(str(lo) if lo == hi else f"{lo}-{hi}")
+            merged[-1][1] = max(merged[-1][1], end)
+        elif merged and start == merged[-1][1] + 1:
+            merged[-1][1] = end
+        else:
+            merged.append([start, end])
+    if repeated:
+        warnings.warn(f"config field '{where}': ranks [{', '.join(repeated)}] are listed more than once", stacklevel=3)
+    return tuple(range(lo, hi + 1) for lo, hi in merged)
 
 
 def check_path(value: Any, where: str) -> str:
-    """A path from the configuration: non-empty, no control characters, no '..'."""
+    """A path from the configuration: non-empty, no control or format
+    characters (see :data:`graphprobe._text.UNSAFE_PATH_CHARS`), valid
+    UTF-8, no '..'. A leading ``~`` or ``~user`` is expanded to the home
+    folder, as a shell would."""
     if not isinstance(value, str):
         raise _type_error(where, value, "a path string")
     if not value:
         raise _value_error(where, value, "a non-empty path")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise _value_error(where, value, "a path without control characters")
+    bad = first_unsafe(value)
+    if bad is not None:
+        raise _value_error(where, value, f"a path without control or format characters ({bad[1]} at index {bad[0]}); "
+                                         "lone surrogates are not valid UTF-8")
     if ".." in value.replace("\\", "/").split("/"):
         raise _value_error(where, value, "a path without '..' components (write the folder out in full)")
+    if value.startswith("~"):
+        value = os.path.expanduser(value)
+        if value.startswith("~"):
+            raise _value_error(where, value, "a leading '~' that names a home folder (HOME is unset or the user "
+                                             "is unknown); write the folder out in full")
     if len(value.encode()) > MAX_PATH:
         raise _value_error(where, value[:40] + "...", f"a path of at most {MAX_PATH} bytes")
     for part in value.split("/"):

@@ -18,6 +18,7 @@ with the model and write device-resident records on every execution;
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import warnings
@@ -28,7 +29,8 @@ import torch
 
 from graphprobe import _ops
 from graphprobe import saving as _saving  # noqa: F401  (its atexit hook writes pending dump.json files)
-from graphprobe.config import DumpConfig, load_config
+from graphprobe.config import ConfigValueError, DumpConfig, load_config
+from graphprobe.dump_folder import check_module_names, prepare_dump_path
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 
@@ -55,7 +57,12 @@ def current_rank() -> int | None:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank()
     env = os.environ.get("RANK")
-    return int(env) if env is not None and env.isdigit() else None
+    if env is None or env == "":
+        return None
+    if not (env.isascii() and env.isdigit()):  # "²".isdigit() is True, int("²") fails
+        raise ConfigValueError(f"environment variable RANK: got {env!r}; allowed: a non-negative integer "
+                               "(torchrun sets it), or unset it")
+    return int(env)
 
 
 class AclGraphDumper:
@@ -105,8 +112,8 @@ class AclGraphDumper:
         other = AclGraphDumper._started() if AclGraphDumper._started else None
         if other is not None and other._active:
             raise DumperStateError("another AclGraphDumper is started in this process; call its stop() first")
-        self._started_once = True
         rank = current_rank()
+        self._started_once = True
         self._selected = rank is None or self.config.selects_rank(rank)
         if not self._selected:
             return  # ranks not selected wire nothing and record nothing
@@ -115,9 +122,9 @@ class AclGraphDumper:
         # and record nothing. Guarding on hooks (process-wide, a few more
         # guard checks per call) makes wired models compile their own graph.
         torch._dynamo.config.skip_nnmodule_hook_guards = False
-        os.makedirs(self.config.dump_path, mode=0o750, exist_ok=True)
-        if not os.access(self.config.dump_path, os.W_OK):
-            raise PermissionError(f"dump_path '{self.config.dump_path}' is not writable")
+        check_module_names(model)
+        # Absolute from here on: a later os.chdir() must not move the dump.
+        self.config = dataclasses.replace(self.config, dump_path=prepare_dump_path(self.config.dump_path))
         if self.config.task == "tensor":
             # Full tensors are staged per probe and moved to their record
             # names at step(); the folder is hidden inside dump_path so that
@@ -142,6 +149,8 @@ class AclGraphDumper:
         ``dump=False`` discards the records (warm-up and dummy runs) and does
         not advance N. Does nothing when the dumper is not started.
         """
+        if not isinstance(dump, bool):
+            raise TypeError(f"AclGraphDumper.step: dump must be a bool, got {dump!r} ({type(dump).__name__})")
         if not self._active:
             return
         if not dump:

@@ -29,6 +29,7 @@ import sys
 import torch
 
 from graphprobe import _ops
+from graphprobe._text import first_unsafe
 from graphprobe._ops import _C
 
 __all__ = ["acl_save", "save", "flush", "set_write_budget", "writer_stats", "WriteError"]
@@ -49,7 +50,15 @@ def _checked_path(path: str) -> str:
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"acl_save: path must be a str or os.PathLike, got {type(path).__name__}")
-    full = os.path.abspath(os.fspath(path))
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"acl_save: path must be text, got {type(text).__name__} {text!r}")
+    bad = first_unsafe(text)
+    if bad is not None:
+        raise ValueError(f"acl_save: path {text!r} holds a control or format character ({bad[1]} at index "
+                         f"{bad[0]}) or is not valid UTF-8 (a lone surrogate); graphprobe passes paths to C++ as "
+                         "UTF-8 C strings: rename the file or folder")
+    full = os.path.abspath(text)
     if os.path.isdir(full):
         raise IsADirectoryError(f"acl_save: path {path!r} names a folder; give a file name such as 'dump/act.pt'")
     parent = os.path.dirname(full)
@@ -67,7 +76,14 @@ def _checked_path(path: str) -> str:
         raise NotADirectoryError(f"acl_save: the parent of {path!r} is not a folder ({parent})")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(f"acl_save: the folder of {path!r} is not writable ({parent})")
-    return full
+    # Files are numbered per path: the real path, so that a folder reached
+    # through a symbolic link continues the same numbering.
+    real = os.path.join(os.path.realpath(parent), os.path.basename(full))
+    bad = first_unsafe(real)
+    if bad is not None:
+        raise ValueError(f"acl_save: the folder of {text!r} resolves to {real!r}, which holds a control or format "
+                         f"character or is not valid UTF-8 ({bad[1]} at index {bad[0]}): rename the folder")
+    return real
 
 
 def acl_save(x: torch.Tensor, path: str | os.PathLike) -> torch.Tensor:

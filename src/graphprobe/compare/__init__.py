@@ -17,6 +17,8 @@ its real-data columns for tensor dumps, then ``Match`` and ``First
 Divergence``) and, unless ``html=False``,
 ``compare_report_{rank}_{timestamp}.html``. When two dump roots are compared
 the files go to ``{output_dir}/step{N}/``, otherwise to ``output_dir``.
+Existing files are never replaced: when a name is taken (another compare in
+the same second), ``_{k}`` is appended to the timestamp.
 Pairs are compared in parallel worker processes.
 """
 
@@ -26,10 +28,13 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from graphprobe._text import first_unsafe
 from graphprobe.compare.outcome import CompareRun, PairOutcome, RowDigest
+from graphprobe.compare.output_names import claim_names, release_names
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, Unpaired, pair_paths
 from graphprobe.compare.summary import ProgressBar
 
@@ -86,9 +91,37 @@ def _engine():  # type: ignore[no-untyped-def]
     return _compare
 
 
-def _file_names(pair: Pair, output_dir: Path, by_step: bool, stamp: str) -> tuple[Path, Path]:
-    folder = output_dir / f"step{pair.step}" if by_step and pair.step is not None else output_dir
-    return folder / f"compare_result_{pair.rank}_{stamp}.csv", folder / f"compare_report_{pair.rank}_{stamp}.html"
+def _folder(pair: Pair, output_dir: Path, by_step: bool) -> Path:
+    return output_dir / f"step{pair.step}" if by_step and pair.step is not None else output_dir
+
+
+def check_path_text(what: str, path: str | os.PathLike[str]) -> None:
+    """Refuses a path the C++ reader cannot open: one holding NUL, or one
+    that is not valid UTF-8 (Python keeps such bytes as lone surrogates)."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PairingError(f"{what} {text!r} is not valid UTF-8; rename it or pass a link with a UTF-8 name") from None
+    if "\0" in text:
+        raise PairingError(f"{what} {text!r} holds a NUL character")
+    if first_unsafe(text, ("Cs",)) is not None:
+        raise PairingError(f"{what} {text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8; rename it or "
+                           "pass a symbolic link with a UTF-8 name")
+
+
+def out_of_memory(pair: Pair, killed: bool = False) -> str:
+    """The message for a pair that ran out of memory."""
+    sizes = []
+    for p in (pair.target, pair.bench):
+        try:
+            sizes.append(f"{p.stat().st_size / 1e6:.0f} MB")
+        except OSError:
+            sizes.append("? MB")
+    how = "its worker process was killed (most likely out of memory)" if killed else "out of memory"
+    return (f"{pair.label}: {how} while comparing {pair.target} ({sizes[0]}) with {pair.bench} ({sizes[1]}); "
+            "compare needs about twice the size of both dumps: compare fewer pairs at once (-j 1) or free memory")
 
 
 def compare_pair(
@@ -120,13 +153,15 @@ def compare_pair(
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     result.write_csv(str(csv_path))
     worst, points = digest_rows(result, top)
+    counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
+    del result  # the page needs none of the records: free them before it is built
     if report_path is not None:
         page = render_html(
             title=f"graphprobe compare {pair.label}",
             target=str(pair.target),
             bench=str(pair.bench),
-            counts=result.counts,
-            first_divergence=result.first_divergence,
+            counts=counts,
+            first_divergence=first_divergence,
             points=points,
             worst=worst,
             thresholds={"warning": thresholds.warning_pct, "error (outputs)": thresholds.output_error_pct},
@@ -138,11 +173,12 @@ def compare_pair(
         pair=pair,
         csv_path=csv_path,
         report_path=report_path,
-        counts=dict(result.counts),
-        rows=len(result),
-        first_divergence=result.first_divergence,
+        counts=counts,
+        rows=n_rows,
+        first_divergence=first_divergence,
         first_divergence_index=next((p.index for p in points if p.first_divergence), None),
         worst=tuple(worst),
+        notes=notes,
     )
 
 
@@ -179,21 +215,25 @@ def compare(
         PairingError: TARGET/BENCH are not dumps or cannot be paired.
     A dump that cannot be read is reported in its ``PairOutcome.error``.
     """
+    for what, path in (("TARGET", target), ("BENCH", bench), ("output_dir", output_dir)):
+        check_path_text(what, path)
     pairing: Pairing = pair_paths(target, bench)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d%H%M%S")
     tasks = []
     for p in pairing.pairs:
-        csv_path, html_path = _file_names(p, out, pairing.by_step, stamp)
-        tasks.append((p, csv_path, html_path if html else None))
+        tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.rank, stamp, html)))
     kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts)
     bar = ProgressBar(len(tasks), enabled=progress)
     workers = min(len(tasks), jobs if jobs else (os.cpu_count() or 1))
     outcomes: list[PairOutcome] = []
     if workers <= 1:
         for task in tasks:
-            outcomes.append(compare_pair(*task, **kwargs))  # type: ignore[arg-type]
+            try:
+                outcomes.append(compare_pair(*task, **kwargs))  # type: ignore[arg-type]
+            except MemoryError:  # past the engine: the CSV, the digest or the page
+                outcomes.append(PairOutcome(pair=task[0], error=out_of_memory(task[0])))
             bar.advance(task[0].label)
     else:
         # fork: workers start in milliseconds and need nothing re-imported;
@@ -208,7 +248,15 @@ def compare(
             done: dict[int, PairOutcome] = {}
             for fut in as_completed(futures):
                 i = futures[fut]
-                done[i] = fut.result()
+                try:
+                    done[i] = fut.result()
+                except BrokenProcessPool:  # the kernel killed a worker, most likely for memory
+                    done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0], killed=True))
+                except MemoryError:
+                    done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0]))
                 bar.advance(tasks[i][0].label)
             outcomes = [done[i] for i in range(len(tasks))]
+    for task, o in zip(tasks, outcomes):
+        if o.error is not None:
+            release_names(task[1], task[2])
     return CompareRun(outcomes=outcomes, unpaired=pairing.unpaired, output_dir=out)

@@ -4,9 +4,12 @@ Exit codes: 0 done (whatever the verdicts, unless --fail-on says otherwise),
 1 when --fail-on triggers, 2 for a usage or input error (a path that is not a
 dump, a dump that cannot be read; the message goes to stderr).
 
---fail-on error: any row with Result error. --fail-on warning: any row with
-Result warning or error, any unmatched row, or any step/rank without a
-partner -- everything that is not a clean pass.
+--fail-on error: any row with Result error, or a pair in which nothing was
+compared (every row unmatched). --fail-on unmatched: also any unmatched row or
+step/rank without a partner. --fail-on warning: also any row with Result
+warning -- everything that is not a clean pass. Why it failed goes to stderr.
+Everything printed passes through terminal_safe: names read from a dump cannot
+hold terminal escapes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import argparse
 import sys
 from typing import Any
 
+from graphprobe._text import terminal_safe
 from graphprobe.cli import int_at_least
+from graphprobe.compare.gate import FAIL_ON_LEVELS, gate_reasons
 
 __all__ = ["register", "run"]
 
@@ -45,7 +50,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("bench", metavar="BENCH")
     p.add_argument("-o", "--output", default="compare_output", help="output folder (default: %(default)s)")
     p.add_argument("--fuzzy", action="store_true", help="match rows ignoring call indices, in execution order")
-    p.add_argument("--fail-on", choices=("warning", "error"), help="exit with 1 when rows reach this verdict")
+    p.add_argument("--fail-on", choices=FAIL_ON_LEVELS,
+                   help="exit with 1 on: error (error rows, or nothing compared); unmatched (also unmatched rows, "
+                        "steps/ranks without a partner); warning (also warning rows)")
     p.add_argument("--input-error-pct", type=_pct, default=10.0, metavar="PCT",
                    help="error rule: every input NormRelativeErr below this (default: %(default)s)")
     p.add_argument("--output-error-pct", type=_pct, default=50.0, metavar="PCT",
@@ -98,20 +105,23 @@ def run(args: argparse.Namespace) -> int:
             graphprobe_verdicts=args.graphprobe_verdicts,
         )
     except (PairingError, OSError) as e:
-        print(f"graphprobe compare: error: {e}", file=sys.stderr)
+        print(terminal_safe(f"graphprobe compare: error: {e}"), file=sys.stderr)
         return 2
     print(format_summary(result, args.top))
+    for o in result.outcomes:
+        for note in o.notes:
+            print(terminal_safe(f"graphprobe compare: warning: {note}"), file=sys.stderr)
     if not result.outcomes:
         print("graphprobe compare: error: nothing to compare: no TARGET/BENCH pair was found", file=sys.stderr)
         return 2
     if result.failures:
         for o in result.failures:
-            print(f"graphprobe compare: error: {o.error}", file=sys.stderr)
+            print(terminal_safe(f"graphprobe compare: error: {o.error}"), file=sys.stderr)
         return 2
-    if args.fail_on == "error" and result.total("error"):
-        return 1
-    if args.fail_on == "warning" and (
-        result.total("error") or result.total("warning") or result.total("unmatched") or result.unpaired
-    ):
-        return 1
+    if args.fail_on:
+        reasons = gate_reasons(result, args.fail_on)
+        for reason in reasons:
+            print(terminal_safe(f"graphprobe compare: --fail-on {args.fail_on}: {reason}"), file=sys.stderr)
+        if reasons:
+            return 1
     return 0

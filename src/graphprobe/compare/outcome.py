@@ -19,7 +19,7 @@ __all__ = ["CompareRun", "EntryPoint", "PairOutcome", "RowDigest", "digest_rows"
 SEVERITY = {"unmatched": -1, "pass": 0, "warning": 1, "error": 2}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RowDigest:
     """One row of the worst-rows table."""
 
@@ -36,7 +36,7 @@ class RowDigest:
     max_abs_err: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EntryPoint:
     """One entry of the execution-order plot: its largest output
     NormRelativeErr (any row's when it has no output with one)."""
@@ -64,6 +64,8 @@ class PairOutcome:
     first_divergence_index: int | None = None
     worst: tuple[RowDigest, ...] = ()
     error: str | None = None
+    # What the reader had to decide about the dumps (duplicate keys ...).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -107,9 +109,7 @@ def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint
                 max_abs_err=tm[2],
             )
         )
-    entries = result.target_entries
-    points = [
-        EntryPoint(i, entries[i], value, verdict, marked)
-        for i, (value, verdict, marked) in enumerate(result.entry_summaries())
-    ]
+    # Made one by one in C++ (slotted, verdict strings shared): a large
+    # compare's digest stays small next to its records (issue 17).
+    points = result.entry_points(EntryPoint)
     return worst, points

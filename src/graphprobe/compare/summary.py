@@ -6,6 +6,7 @@ import math
 import sys
 from typing import TextIO
 
+from graphprobe._text import terminal_safe
 from graphprobe.compare.outcome import CompareRun
 
 __all__ = ["ProgressBar", "cross_rank_lines", "format_summary"]
@@ -52,7 +53,7 @@ def format_summary(run: CompareRun, top: int) -> str:
         lines.append("without a partner:")
         for u in run.unpaired:
             lines.append(f"  {u.side}: {u.what}  ({u.path})")
-    return "\n".join(lines)
+    return "\n".join(terminal_safe(line) for line in lines)  # names come from the dumps: no escapes reach the terminal
 
 
 def cross_rank_lines(run: CompareRun) -> list[str]:
@@ -99,6 +100,7 @@ class ProgressBar:
         if not self.enabled:
             return
         filled = self.width * self.done // max(self.total, 1)
+        label = terminal_safe(label)
         self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} {label:<30.30}")
         if self.done >= self.total:
             self.stream.write("\n")

@@ -1,0 +1,138 @@
+#include "compare/text_feed.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "fs/atomic_file.h"
+
+namespace graphprobe::compare {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
+  throw fs::IoError("graphprobe: cannot " + what + " '" + path + "': " + std::strerror(err));
+}
+
+size_t read_at(int fd, const std::string& path, char* out, size_t size, size_t offset) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("read", path, errno);
+    }
+    if (n == 0) break;  // the file shrank: what is missing reads as NUL and fails to parse
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
+TextFeed::TextFeed(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail("open", path, errno);
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fail("read", path, err);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd_);
+    fail("read", path, EISDIR);
+  }
+  size_t size = static_cast<size_t>(std::max<off_t>(st.st_size, 0));
+  if (!S_ISREG(st.st_mode) || size == 0) {
+    // A pipe or an empty file: read it whole, into a mapping that grows.
+    std::string text;
+    char buf[1 << 16];
+    for (size_t at = 0;; at += sizeof(buf)) {
+      ssize_t n;
+      do n = ::read(fd_, buf, sizeof(buf));
+      while (n < 0 && errno == EINTR);
+      if (n < 0) {
+        const int err = errno;
+        ::close(fd_);
+        fail("read", path, err);
+      }
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+    size = text.size();
+    if (size > 0) {
+      data_ = static_cast<char*>(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      if (data_ == MAP_FAILED) {
+        data_ = nullptr;
+        ::close(fd_);
+        throw std::bad_alloc();
+      }
+      std::memcpy(data_, text.data(), size);
+    }
+    size_ = loaded_ = size;
+    return;
+  }
+  data_ = static_cast<char*>(
+      ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  if (data_ == MAP_FAILED) {
+    data_ = nullptr;
+    ::close(fd_);
+    throw std::bad_alloc();
+  }
+  size_ = size;
+  more();
+}
+
+TextFeed::~TextFeed() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool TextFeed::more() {
+  if (loaded_ >= size_) return false;
+  const size_t n = std::min(piece_, size_ - loaded_);
+  read_at(fd_, path_, data_ + loaded_, n, loaded_);
+  loaded_ += n;
+  piece_ *= 2;
+  return true;
+}
+
+void TextFeed::release(size_t offset) {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t end = std::min(offset, loaded_) / page * page;
+  if (end <= released_) return;
+  // Anonymous pages: given back to the system; they would read as zeros.
+  ::madvise(data_ + released_, end - released_, MADV_DONTNEED);
+  released_ = end;
+}
+
+size_t TextFeed::count(std::string_view needle) const {
+  if (size_ == 0 || needle.empty()) return 0;
+  if (loaded_ == size_) {
+    size_t n = 0;
+    for (size_t pos = text().find(needle); pos != std::string_view::npos; pos = text().find(needle, pos + 1)) ++n;
+    return n;
+  }
+  // Pieces of 4 MiB overlapping by needle.size() - 1 bytes, none counted twice.
+  constexpr size_t kPiece = size_t{4} << 20;
+  std::vector<char> buf(kPiece + needle.size());
+  size_t n = 0, carry = 0;
+  for (size_t at = 0; at < size_;) {
+    const size_t got = read_at(fd_, path_, buf.data() + carry, std::min(kPiece, size_ - at), at);
+    if (got == 0) break;
+    const std::string_view piece(buf.data(), carry + got);
+    for (size_t pos = piece.find(needle); pos != std::string_view::npos; pos = piece.find(needle, pos + 1)) ++n;
+    at += got;
+    carry = std::min(needle.size() - 1, piece.size());
+    std::memmove(buf.data(), piece.data() + piece.size() - carry, carry);
+  }
+  return n;
+}
+
+}  // namespace graphprobe::compare

@@ -1,0 +1,44 @@
+#pragma once
+// A dump.json read ahead of its parser and released behind it, so that a
+// compare holds a window of each file rather than the whole text. Torch-free.
+//
+// The file's bytes go into an anonymous mapping of its size: pages not yet
+// read cost nothing, and pages released (MADV_DONTNEED) are given back. A
+// parser that runs into bytes not yet read finds NUL bytes, which JSON never
+// allows, fails, and is retried after more() (see parse_dump).
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace graphprobe::compare {
+
+class TextFeed {
+ public:
+  // Opens `path`; throws fs::IoError when it cannot be opened or read.
+  explicit TextFeed(const std::string& path);
+  ~TextFeed();
+  TextFeed(const TextFeed&) = delete;
+  TextFeed& operator=(const TextFeed&) = delete;
+
+  // The whole file's extent; bytes past loaded() read as NUL.
+  std::string_view text() const { return {data_, size_}; }
+  size_t loaded() const { return loaded_; }
+  // Reads the next piece (each twice the last); false when all is read.
+  bool more();
+  // Gives back the pages wholly before `offset`.
+  void release(size_t offset);
+  // How often `needle` occurs in the file, read once in pieces.
+  size_t count(std::string_view needle) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  size_t loaded_ = 0;
+  size_t released_ = 0;
+  size_t piece_ = size_t{16} << 20;
+};
+
+}  // namespace graphprobe::compare

@@ -1,0 +1,43 @@
+"""``--fail-on``: which outcomes make ``graphprobe compare`` exit with 1, and why.
+
+The levels nest, each failing on everything the previous one fails on:
+
+* ``error``: a row with Result error, or a pair in which nothing was
+  compared (no row matched: two different models, or an empty dump);
+* ``unmatched``: also any unmatched row, and any step or rank without a partner;
+* ``warning``: also any row with Result warning (everything but a clean pass).
+"""
+
+from __future__ import annotations
+
+from graphprobe.compare.outcome import CompareRun
+
+__all__ = ["FAIL_ON_LEVELS", "gate_reasons"]
+
+FAIL_ON_LEVELS = ("error", "unmatched", "warning")
+
+
+def gate_reasons(run: CompareRun, level: str) -> list[str]:
+    """Why ``run`` fails ``--fail-on level``; empty when it passes."""
+    if level not in FAIL_ON_LEVELS:
+        raise ValueError(f"--fail-on: got {level!r}; allowed: {', '.join(FAIL_ON_LEVELS)}")
+    strict = FAIL_ON_LEVELS.index(level)
+    reasons: list[str] = []
+    for o in run.outcomes:
+        if o.error is not None:
+            continue
+        # Rows without a partner count as "unmatched" whatever their Result.
+        if o.rows - o.counts.get("unmatched", 0) == 0:
+            unmatched = o.counts.get("unmatched", 0)
+            why = f"all {unmatched} rows are unmatched (different models? try --fuzzy)" if unmatched else "both dumps are empty"
+            reasons.append(f"{o.pair.label}: nothing was compared: {why}")
+    checks = [("error", "error", 0), ("unmatched", "unmatched", 1), ("warning", "warning", 2)]
+    for verdict, shown, needs in checks:
+        total = run.total(verdict)
+        if strict >= needs and total:
+            reasons.append(f"{total} row(s) with Result {shown}")
+    if strict >= 1 and run.unpaired:
+        reasons.append(f"{len(run.unpaired)} step(s)/rank(s) without a partner: "
+                       + ", ".join(f"{u.side} {u.what}" for u in run.unpaired[:5])
+                       + (" ..." if len(run.unpaired) > 5 else ""))
+    return reasons
