@@ -13,7 +13,7 @@ bool is_capturing(const at::Tensor&) { return false; }
 
 uint64_t current_capture_id() { return 0; }
 
-std::unique_ptr<DeviceTable> make_cuda_table(int, int64_t) {
+std::unique_ptr<DeviceTable> make_cuda_table(int, int64_t, bool) {
   TORCH_CHECK(false, "graphprobe was built without CUDA support; reinstall it against a CUDA build of torch "
                      "(pip install --no-build-isolation .) to record CUDA tensors");
 }

@@ -59,6 +59,13 @@ std::string csv_text(std::string_view s) {
 
 namespace {
 
+// A statistic's cell. The value of a non-tensor argument is text from the
+// dump (a string the model was called with) and is neutralised like names;
+// numbers are never touched.
+std::string stat_text(const TensorRecord& r, int s) {
+  return r.kinds[s] == ValueKind::kText ? csv_text(stat_cell(r, s)) : stat_cell(r, s);
+}
+
 // Renders rows [begin, end) -- and the header when begin is 0 -- onto `out`.
 void render_rows(const CompareResult& result, size_t begin, size_t end, std::string& out) {
   // Cells are appended in place: a vector of strings per row made this the
@@ -97,8 +104,8 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     cell(flag(b.requires_grad));
     for (int s = 0; s < kNumStats; ++s) cell(diff_cell(r.metrics, s));
     for (int s = 0; s < kNumStats; ++s) cell(rel_cell(r.metrics, s));
-    for (int s = 0; s < kNumStats; ++s) cell(has_t ? stat_cell(t, s) : kNA);
-    for (int s = 0; s < kNumStats; ++s) cell(has_b ? stat_cell(b, s) : kNA);
+    for (int s = 0; s < kNumStats; ++s) cell(has_t ? stat_text(t, s) : kNA);
+    for (int s = 0; s < kNumStats; ++s) cell(has_b ? stat_text(b, s) : kNA);
     if (t.requires_grad && b.requires_grad) cell(*t.requires_grad == *b.requires_grad ? "True" : "False");
     else cell(kNA);
     cell(verdict_name(r.verdict));

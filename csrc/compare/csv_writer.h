@@ -16,7 +16,8 @@
 // Err_message a JSON list of reasons. Tensor metrics are plain numbers
 // (MaxRelativeErr and the ratios too, as msprobe writes them), "nan" where
 // undefined, "N/A" where not computed. Quoting per RFC 4180.
-// Text read from the dumps (names, dtypes) that a spreadsheet would take for
+// Text read from the dumps (names, dtypes, the text value of a non-tensor
+// argument in the statistics columns) that a spreadsheet would take for
 // a formula -- it starts with = + - @ tab or CR -- gets a leading ' (OWASP's
 // advice against CSV injection); numbers are never touched.
 

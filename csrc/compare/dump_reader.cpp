@@ -379,12 +379,15 @@ auto retrying(json::ObjectStream& in, TextFeed* feed, F&& step) -> decltype(step
 // Text behind the parser is given back in steps of this many bytes.
 constexpr size_t kReleaseStep = size_t{8} << 20;
 
-// Tensor records hold "dtype": counting the key bounds the row count, so the
-// rows are allocated once instead of growing (a grown vector briefly holds
-// its old and new copies).
+// Every record that becomes a row -- a tensor or a non-tensor value --
+// holds "type": counting the key bounds the row count (null placeholders
+// aside, which are few), so the rows are allocated once instead of growing
+// (a grown vector briefly holds its old and new copies).
+constexpr std::string_view kRowKey = "\"type\"";
+
 size_t estimate_rows(std::string_view text) {
   size_t n = 0;
-  for (size_t pos = text.find("\"dtype\""); pos != std::string_view::npos; pos = text.find("\"dtype\"", pos + 7)) ++n;
+  for (size_t pos = text.find(kRowKey); pos != std::string_view::npos; pos = text.find(kRowKey, pos + kRowKey.size())) ++n;
   return n;
 }
 
@@ -431,7 +434,7 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
         has_data = true;
         if (!retrying(in, feed, enter))
           w.fail("data", std::string("expected an object, found ") + json::Value::kind_name(scratch.kind()));
-        if (dump.rows.capacity() == 0) dump.rows.reserve(feed ? feed->count("\"dtype\"") : estimate_rows(text));
+        if (dump.rows.capacity() == 0) dump.rows.reserve(feed ? feed->count(kRowKey) : estimate_rows(text));
         std::string name;
         while (retrying(in, feed, [&] { return in.next_key(name); })) {
           entry_lines.push_back(in.position());

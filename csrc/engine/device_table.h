@@ -40,7 +40,8 @@ bool is_capturing(const at::Tensor& x);
 uint64_t current_capture_id();
 
 // Defined in the CUDA sources; without CUDA no CUDA tensor can reach the
-// engine, and these report a clear error instead.
-std::unique_ptr<DeviceTable> make_cuda_table(int device_index, int64_t epoch);
+// engine, and these report a clear error instead. `enabled` is the live
+// switch's initial value; allowed while a stream is capturing.
+std::unique_ptr<DeviceTable> make_cuda_table(int device_index, int64_t epoch, bool enabled);
 
 }  // namespace graphprobe

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "stats/reducible_types.h"
 #include "stats/stats_cpu.h"
 #include "writer/save_target.h"
 
@@ -11,6 +12,7 @@ namespace graphprobe {
 namespace {
 
 ValueKind kind_of(c10::ScalarType t) {
+  if (!stats::reducible(t)) return ValueKind::kNoStats;
   if (t == c10::ScalarType::Bool) return ValueKind::kBoolean;
   if (c10::isComplexType(t)) return ValueKind::kNoStats;
   if (c10::isIntegralType(t, /*includeBool=*/false)) return ValueKind::kIntegral;
@@ -157,8 +159,7 @@ int64_t Engine::slot_for(const at::Tensor& x, int64_t site, int64_t index, bool 
 DeviceTable& Engine::cuda_table(int index) {
   auto it = cuda_tables_.find(index);
   if (it == cuda_tables_.end()) {
-    it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_)).first;
-    if (!enabled_) it->second->set_enabled(false);
+    it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_, enabled_)).first;
   }
   return *it->second;
 }

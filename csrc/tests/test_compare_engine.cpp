@@ -272,6 +272,19 @@ void csv_formula_cells() {
   const std::string text = gc::render_csv(r);
   CHECK(text.find("\n'=HYPERLINK(1).input.0,'=HYPERLINK(1).input.0,") != std::string::npos);
   CHECK(text.find(",-10,") != std::string::npos);  // numbers untouched
+  // A non-tensor str argument's value fills its four statistics cells per
+  // side: text from the dump, neutralised; an int value stays a number.
+  const std::string args = R"({"type": "str", "value": "=1+2"}, {"type": "int", "value": -3})";
+  const std::string values = gc::render_csv(run(doc(entry("E", args, tensor(1))), doc(entry("E", args, tensor(1)))));
+  std::string eight_text, eight_ints;
+  for (int i = 0; i < 8; ++i) {
+    eight_text += ",'=1+2";
+    eight_ints += ",-3";
+  }
+  CHECK(values.find("\nE.input.0,E.input.0,") != std::string::npos);
+  CHECK(values.find(eight_text + ",") != std::string::npos);
+  CHECK(values.find(eight_ints + ",") != std::string::npos);
+  CHECK(values.find(",=1+2") == std::string::npos);
 }
 
 void csv_written_in_chunks_equals_rendered() {
