@@ -32,6 +32,7 @@ from pathlib import Path
 from graphprobe.compare.outcome import CompareRun, PairOutcome, RowDigest
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, Unpaired, pair_paths
 from graphprobe.compare.summary import ProgressBar
+from graphprobe.output_files import make_dirs, write_text_atomic
 
 __all__ = [
     "CompareRun",
@@ -102,8 +103,8 @@ def compare_pair(
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
     one bad rank does not hide the others."""
-    from graphprobe.compare.outcome import digest_rows
-    from graphprobe.compare.report import render_html
+    from graphprobe.compare.outcome import digest_rows, report_rows
+    from graphprobe.compare.report import ROW_LIMIT, render_html
 
     eng = _engine()
     options = eng.CompareOptions(fuzzy=fuzzy, **asdict(thresholds))
@@ -115,7 +116,7 @@ def compare_pair(
         from graphprobe.compare.tensors import fill_tensor_metrics
 
         fill_tensor_metrics(result, pair.target.parent, pair.bench.parent, options)
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(csv_path.parent)
     result.write_csv(str(csv_path))
     worst, points = digest_rows(result, top)
     if report_path is not None:
@@ -126,12 +127,11 @@ def compare_pair(
             counts=result.counts,
             first_divergence=result.first_divergence,
             points=points,
-            worst=worst,
+            rows=report_rows(result, ROW_LIMIT),
+            total_rows=len(result),
             thresholds={"warning": thresholds.warning_pct, "error (outputs)": thresholds.output_error_pct},
         )
-        tmp = report_path.with_name(report_path.name + f".tmp{os.getpid()}")
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, report_path)  # readers never see half a page
+        write_text_atomic(report_path, page)
     return PairOutcome(
         pair=pair,
         csv_path=csv_path,
@@ -175,7 +175,7 @@ def compare(
     """
     pairing: Pairing = pair_paths(target, bench)
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     stamp = time.strftime("%Y%m%d%H%M%S")
     tasks = []
     for p in pairing.pairs:
@@ -203,6 +203,6 @@ def compare(
             for fut in as_completed(futures):
                 i = futures[fut]
                 done[i] = fut.result()
-                bar.advance(tasks[i][0].label)
+                bar.advance(tasks[i][0].label, i)
             outcomes = [done[i] for i in range(len(tasks))]
     return CompareRun(outcomes=outcomes, unpaired=pairing.unpaired, output_dir=out)
