@@ -14,7 +14,7 @@ if [ -z "$NVCC" ]; then
   echo "check_cuda_compile: no nvcc, skipped"
   exit 0
 fi
-PY=${PYTHON:-python3}
+PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}  # scripts/setup_env.sh made .venv
 TORCH_INC=$($PY -c "from torch.utils.cpp_extension import include_paths; print(' '.join('-I' + p for p in include_paths()))")
 PY_INC=$($PY -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 work=$(mktemp -d)

@@ -29,7 +29,7 @@ import torch
 from graphprobe import _ops
 from graphprobe import saving as _saving  # noqa: F401  (its atexit hook writes pending dump.json files)
 from graphprobe.config import DumpConfig, load_config
-from graphprobe.dynamo_cache import guard_module_hooks, unguarded_compiled_forwards
+from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
 from graphprobe.output_files import make_dirs
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
@@ -100,8 +100,8 @@ class AclGraphDumper:
         module hooks (``torch._dynamo.config.skip_nnmodule_hook_guards =
         False``, process-wide), so code compiled from then on is recompiled
         with the probes instead of being silently reused; code that dynamo
-        compiled for the model's classes before that is reported with a
-        warning (``torch._dynamo.reset()`` before ``start()`` drops it).
+        for the model's classes before that is dropped (so that it recompiles
+        with the probes) and reported with a warning.
 
         ``model`` may be the ``OptimizedModule`` that ``torch.compile``
         returns: its original module is wired, so records carry the eager
@@ -305,12 +305,13 @@ class AclGraphDumper:
         if self._warned_empty or summary.get("entries", 0) or not self._wiring:
             return
         self._warned_empty = True
-        keywords = f" or statistics.list {list(self.config.keywords)} matches nothing that ran" if self.config.keywords else ""
+        keywords = self.config.keywords
+        hint = f" or statistics.list {list(keywords)} matches nothing that ran" if keywords else ""
         warnings.warn(
             f"graphprobe: step {self._step - 1} recorded nothing although the model is wired and recording is on. "
             "Likely cause: the model was compiled (torch.compile) or captured (CUDA graph) before start(), so the "
             "code that ran has no probes; fix: call torch._dynamo.reset() (or capture again) after start(), or "
-            f"start() before compiling; also possible: the wired model did not run in this step{keywords}. "
+            f"start() before compiling; also possible: the wired model did not run in this step{hint}. "
             "(warned once per dumper)",
             RuntimeWarning,
             stacklevel=3,
@@ -327,15 +328,21 @@ def _unwrap_compiled(model: Any) -> Any:
 
 
 def _warn_compiled_before_start(model: torch.nn.Module) -> None:
-    stale = unguarded_compiled_forwards(model)
-    if stale:
-        warnings.warn(
-            f"graphprobe: start(): torch.compile already holds code compiled before start() for "
-            f"{', '.join(stale)}; that code has no probes and would be reused, so steps would record nothing. "
-            "Call torch._dynamo.reset() before start() (or compile only after start()).",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    stale, dropped = drop_unguarded_compiled_forwards(model)
+    if not stale:
+        return
+    if dropped:
+        what = ("graphprobe dropped it, so the next compiled call recompiles with the probes (other instances of "
+                "these classes recompile once too)")
+    else:
+        what = "call torch._dynamo.reset() before start(), or compile only after start()"
+    warnings.warn(
+        f"graphprobe: start(): torch.compile held code compiled before start() for {', '.join(stale)}, without "
+        f"guards on module hooks: called through the same torch.compile wrapper it would run without probes and "
+        f"record nothing; {what}.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 GraphDumper = AclGraphDumper

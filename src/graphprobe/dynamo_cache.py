@@ -3,17 +3,19 @@
 Dynamo keeps compiled code on the code objects it compiled (for a module:
 its class's ``forward``) and, by default, does not guard that code on module
 hooks. Code compiled before ``start()`` therefore has no probes and is reused
-after wiring: every step would record nothing. ``start()`` turns hook guards
-on (:func:`guard_module_hooks`) so that code compiled from then on is
-recompiled for wired models, and warns about code compiled before
-(:func:`unguarded_compiled_forwards`).
+after wiring (when the model is called through the same ``torch.compile``
+wrapper): every step would record nothing. ``start()`` turns hook guards on
+(:func:`guard_module_hooks`) so that code compiled from then on is recompiled
+for wired models, and drops the code compiled before for the model's classes
+(:func:`drop_unguarded_compiled_forwards`), so that the next call recompiles
+with the probes.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["guard_module_hooks", "unguarded_compiled_forwards"]
+__all__ = ["drop_unguarded_compiled_forwards", "guard_module_hooks"]
 
 
 def guard_module_hooks() -> bool:
@@ -43,11 +45,18 @@ def _cache_entries(code: object) -> int:
         return 0
 
 
-def unguarded_compiled_forwards(model: torch.nn.Module) -> list[str]:
-    """``Class.forward`` of each module class in ``model`` (the root
-    included) for which dynamo holds compiled code. Call it only when
-    :func:`guard_module_hooks` returned True: that code was then compiled
-    without hook guards and would run without probes."""
+def drop_unguarded_compiled_forwards(model: torch.nn.Module) -> tuple[list[str], bool]:
+    """Finds the module classes of ``model`` (the root included) whose
+    ``forward`` dynamo holds compiled code for, and drops that code.
+
+    Call it only when :func:`guard_module_hooks` returned True: the code was
+    then compiled without hook guards and would run without probes. Other
+    instances of those classes recompile once, on their next compiled call.
+
+    Returns the ``Class.forward`` names found and whether they were dropped
+    (False when this torch has no ``reset_code``).
+    """
+    reset_code = getattr(torch._dynamo.eval_frame, "reset_code", None)
     found: list[str] = []
     seen: set[type] = set()
     for module in model.modules():
@@ -58,4 +67,6 @@ def unguarded_compiled_forwards(model: torch.nn.Module) -> list[str]:
         code = getattr(getattr(cls, "forward", None), "__code__", None)
         if code is not None and _cache_entries(code):
             found.append(f"{cls.__qualname__}.forward")
-    return found
+            if reset_code is not None:
+                reset_code(code)
+    return found, reset_code is not None
