@@ -99,7 +99,7 @@ class AclGraphDumper:
         nothing. For torch.compile, ``start()`` turns on dynamo's guards on
         module hooks (``torch._dynamo.config.skip_nnmodule_hook_guards =
         False``, process-wide), so code compiled from then on is recompiled
-        with the probes instead of being silently reused; code that dynamo
+        with the probes instead of being silently reused; code that dynamo compiled
         for the model's classes before that is dropped (so that it recompiles
         with the probes) and reported with a warning.
 
