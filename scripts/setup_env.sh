@@ -9,7 +9,8 @@
 #     used when installed, and the build is skipped when no source, compiler
 #     input or torch changed since the last one. Progress: one line per file.
 # Environment: PYTHON (the interpreter that creates .venv, default python3),
-# MAX_JOBS (parallel compiles, default: CPU count), GRAPHPROBE_FORCE_CPU=1.
+# MAX_JOBS (parallel compiles, default: CPU count), CFLAGS (default -g0),
+# GRAPHPROBE_FORCE_CPU=1.
 # Other scripts use .venv/bin/python after this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,13 +54,16 @@ then
   GRAPHPROBE_ONLY=none "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
 fi
 
-# 4. The C++ modules. The stamp covers everything the build reads.
+# 4. The C++ modules. Without debug information unless CFLAGS says otherwise
+# (-g0 after Python's -g: a quarter less compile time; CFLAGS=-g keeps it).
+export CFLAGS=${CFLAGS:--g0}
+# The stamp covers everything the build reads.
 build_stamp=build/.graphprobe-build
 stamp=$( {
   find csrc -type f ! -path 'csrc/tests/*' -print0 | sort -z | xargs -0 sha256sum
   sha256sum setup.py
   "$PY" -c "import sys, torch; print(sys.version, torch.__version__, torch.version.cuda)"
-  echo "FORCE_CPU=${GRAPHPROBE_FORCE_CPU:-} nvcc=$(command -v nvcc || true)"
+  echo "FORCE_CPU=${GRAPHPROBE_FORCE_CPU:-} nvcc=$(command -v nvcc || true) CFLAGS=$CFLAGS"
 } | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$build_stamp" 2>/dev/null)" = "$stamp" ] && ls src/graphprobe/_C.*.so src/graphprobe/_compare.*.so >/dev/null 2>&1; then
   say "C++ modules are up to date (build/ unchanged)"
