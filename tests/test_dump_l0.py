@@ -237,10 +237,9 @@ def test_step_without_start_raises_and_writes_nothing(write_config, tmp_path):
     assert not (tmp_path / "dump").exists()
 
 
-def test_compiled_unwired_twin_does_not_hide_the_probes(write_config, read_step, tmp_path, monkeypatch):
+def test_compiled_unwired_twin_does_not_hide_the_probes(write_config, read_step, tmp_path, hook_guards_off):
     # Same class, compiled once unwired: without hook guards dynamo would
     # reuse that code for the wired instance and record nothing.
-    monkeypatch.setattr(torch._dynamo.config, "skip_nnmodule_hook_guards", True)  # as in a fresh process
     plain, wired = make_transformer(), make_transformer()
     tokens = torch.randint(0, 64, (1, 4))
     with torch.no_grad():

@@ -51,10 +51,9 @@ def _check_against_float64(model: nn.Module, dump_path: str, step: int, read_ste
             assert_stats_close(data[entry][place], want, 1e-5, f"{entry} {place}")
 
 
-def test_compiled_and_run_before_start_records_after_all(write_config, read_step, tmp_path, monkeypatch) -> None:
+def test_compiled_and_run_before_start_records_after_all(write_config, read_step, tmp_path, hook_guards_off) -> None:
     # A fresh process: dynamo does not guard on module hooks until start(),
     # so the code compiled here has no probes and would be reused as it is.
-    monkeypatch.setattr(torch._dynamo.config, "skip_nnmodule_hook_guards", True)
     model = _model()
     compiled = torch.compile(model, backend="eager")
     with torch.no_grad():
@@ -71,10 +70,9 @@ def test_compiled_and_run_before_start_records_after_all(write_config, read_step
     _check_against_float64(model, str(tmp_path / "d"), 0, read_step)
 
 
-def test_step_recording_nothing_warns_once(write_config, tmp_path, monkeypatch) -> None:
+def test_step_recording_nothing_warns_once(write_config, tmp_path, hook_guards_off) -> None:
     # Compiled through a function: no module code to detect at start(), so
     # the first empty step is where the user hears of it.
-    monkeypatch.setattr(torch._dynamo.config, "skip_nnmodule_hook_guards", True)
     model = _model()
     run = torch.compile(lambda x: model(x), backend="eager")
     with torch.no_grad():

@@ -27,8 +27,11 @@ def guard_module_hooks() -> bool:
     can have been compiled without them.
     """
     config = torch._dynamo.config
-    was_off = bool(config.skip_nnmodule_hook_guards)
-    config.skip_nnmodule_hook_guards = False
+    # getattr with a default: a torch without this option (or with it hidden)
+    # has nothing to turn on here.
+    was_off = bool(getattr(config, "skip_nnmodule_hook_guards", False))
+    if was_off:
+        config.skip_nnmodule_hook_guards = False
     return was_off
 
 
