@@ -172,3 +172,15 @@ def test_report_lists_every_row_sortable_filterable_searchable(tmp_path: Path) -
     rows = rows_of(dump_dom(page, "#sort=0&dir=asc"))  # by name
     names = [r[2][0] for r in rows]
     assert names == sorted(names, key=str.lower)
+
+
+def test_report_lists_the_worst_rows_when_there_are_too_many(tmp_path: Path, monkeypatch) -> None:
+    from graphprobe.compare import report
+
+    monkeypatch.setattr(report, "ROW_LIMIT", 3)
+    t, b = _spread_dumps(tmp_path)
+    run = compare(t, b, tmp_path / "out", progress=False)
+    html = run.outcomes[0].report_path.read_text()
+    rows = rows_of(html)
+    assert len(rows) == 3 and [r[1] for r in rows[:2]] == ["error", "error"]
+    assert "The 3 worst of 12 rows" in html
