@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets graphprobe up on a fresh machine, and does nothing that is already done
 # on the next run (a few seconds then):
-#  1. a project-local virtual environment, .venv (never the system Python);
+#  1. a project-local virtual environment, .venv (nothing is installed into
+#     the system Python; a torch 2.13.0 already there is reused, not copied);
 #  2. torch 2.13.0 (CPU build) and the test tools installed into it;
 #  3. graphprobe installed into it in editable mode (the `graphprobe` command);
 #  4. the two C++ modules built in place (src/graphprobe/*.so) in the
@@ -18,15 +19,25 @@ VENV=.venv
 PY=$VENV/bin/python
 say() { echo "setup: $*" >&2; }
 
-# 1. The virtual environment.
+# 1. The virtual environment. When the base interpreter already has this very
+# torch (2.13.0), the venv sees its site-packages instead of installing a
+# second copy (700 MB, a minute or two); everything is still installed into
+# .venv, nothing into the system Python.
 if [ ! -x "$PY" ]; then
-  say "creating the virtual environment $VENV"
-  if ! "${PYTHON:-python3}" -m venv "$VENV" 2>"$VENV.log"; then
+  BASE=${PYTHON:-python3}
+  opts=()
+  if "$BASE" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
+    opts=(--system-site-packages)
+    say "creating the virtual environment $VENV (reusing the torch 2.13.0 of $BASE)"
+  else
+    say "creating the virtual environment $VENV"
+  fi
+  if ! "$BASE" -m venv ${opts[@]+"${opts[@]}"} "$VENV" 2>"$VENV.log"; then
     # Debian's python3 without python3-venv has no ensurepip: make the venv
     # without pip and install pip into it with the base interpreter's pip.
     rm -rf "$VENV"
-    "${PYTHON:-python3}" -m venv --without-pip "$VENV"
-    "${PYTHON:-python3}" -m pip --python "$PY" install -q pip \
+    "$BASE" -m venv ${opts[@]+"${opts[@]}"} --without-pip "$VENV"
+    "$BASE" -m pip --python "$PY" install -q pip \
       || { say "cannot create $VENV: install python3-venv (Debian: apt-get install python3-venv)"; exit 1; }
   fi
   rm -f "$VENV.log"
