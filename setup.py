@@ -21,7 +21,7 @@ from setuptools import Extension, setup
 from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-TORCH_FREE_DIRS = ["format", "fs"]
+TORCH_FREE_DIRS = ["format", "fs", "identity"]
 ENGINE_DIRS = ["engine", "ops", "stats", "capture", "writer", "compare_tensors", "python"]
 
 
@@ -49,6 +49,11 @@ def _with_cuda() -> bool:
 
 WITH_CUDA = _with_cuda()
 CXX_FLAGS = ["-O3", "-Wall", "-Wno-unused-function"]
+# No --use_fast_math: it turns float conversions into flush-to-zero ones
+# (cvt.ftz), and the GPU statistics would drop subnormals (1e-40) that the CPU
+# path keeps. The statistics kernel is memory-bound; fast math buys nothing.
+# scripts/check_cuda_compile.sh checks the PTX built with these flags.
+NVCC_FLAGS = ["-O3"]
 common_include = [os.path.join(ROOT, "csrc")]
 
 engine_sources = _sources(ENGINE_DIRS + TORCH_FREE_DIRS, WITH_CUDA)
@@ -58,7 +63,7 @@ if WITH_CUDA:
         engine_sources,
         include_dirs=common_include,
         define_macros=[("GRAPHPROBE_WITH_CUDA", "1")],
-        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": ["-O3", "--use_fast_math"]},
+        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
     )
 else:
     engine = cpp_extension.CppExtension(
@@ -70,7 +75,7 @@ else:
 
 compare = Extension(
     "graphprobe._compare",
-    _sources(["compare"] + TORCH_FREE_DIRS, False) + ["csrc/python/compare_module.cpp"],
+    _sources(["compare", "format", "fs"], False) + ["csrc/python/compare_module.cpp"],
     include_dirs=common_include + cpp_extension.include_paths()[:1],
     extra_compile_args=["-O3", "-std=c++20", "-Wall", "-fvisibility=hidden"],
     language="c++",

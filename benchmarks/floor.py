@@ -73,6 +73,12 @@ def _calls_for(fn: Callable[[], Any], target_s: float, sync: Callable[[], None],
     return max(1, min(20000, math.ceil(target_s / max(one, 1e-7))))
 
 
+def _site(entry: str) -> int:
+    """A probe site with one output tensor, registered as a traced call
+    would be: what compiled code passes to the op on every execution."""
+    return int(_C.open_call(entry, [("output", "0")], [0], [False], (), 1, _C.new_program()))
+
+
 def _reset() -> None:
     _C.finish_step(None, "statistics", "L0")
 
@@ -103,9 +109,9 @@ def kernel_costs(
         # the early exit) against active with a one-element tensor.
         one = torch.ones(1, device=device)
         _C.set_active(False)
-        n = _calls_for(lambda: _OP(one, "Bench.{n}", "output.0", False, ""), target_s, sync, _reset)
-        inactive = statistics.median(
-            _time(lambda: _OP(one, "Bench.{n}", "output.0", False, ""), n, sync) for _ in range(repeats))
+        site = _site("Bench.{n}")
+        n = _calls_for(lambda: _OP(one, site, 0), target_s, sync, _reset)
+        inactive = statistics.median(_time(lambda: _OP(one, site, 0), n, sync) for _ in range(repeats))
         _C.set_active(True)
         steps = [_step_cost(records, device, repeats) for records in (16, 256)]
     finally:
@@ -121,14 +127,15 @@ def _step_cost(records: int, device: torch.device, repeats: int) -> dict[str, An
     the writer thread (what ``dumper.step()`` does; the disk write itself is
     off the caller's thread), each step into a new folder as the dumper does."""
     x = torch.ones(64, device=device)
+    sites = [_site(f"Bench.m{i}.forward.{{n}}") for i in range(records)]
     root = tempfile.mkdtemp(prefix="graphprobe-step-")
     collect: list[float] = []
     write: list[float] = []
     try:
         for r in range(repeats + 1):
             for out, dest in ((None, collect), (os.path.join(root, f"step{r}", "pid0"), write)):
-                for i in range(records):
-                    _OP(x, f"Bench.m{i}.forward.{{n}}", "output.0", False, "")
+                for site in sites:
+                    _OP(x, site, 0)
                 start = time.perf_counter()
                 _C.finish_step(out, "statistics", "L0")
                 if r:  # the first round creates the slots
@@ -140,8 +147,10 @@ def _step_cost(records: int, device: torch.device, repeats: int) -> dict[str, An
 
 
 def _one(label: str, x: torch.Tensor, sync: Callable[[], None], repeats: int, target_s: float) -> dict[str, Any]:
+    site = _site("Bench.{n}")
+
     def op() -> None:
-        _OP(x, "Bench.{n}", "output.0", False, "")
+        _OP(x, site, 0)
 
     def four() -> None:
         f = x if x.dtype in (torch.float32, torch.float64) else x.float()

@@ -198,6 +198,8 @@ def _module_hooks(model: nn.Module, stats: HookStats) -> list[Any]:
         def pre(mod: nn.Module, args: Any, kwargs: Any, name: str = name) -> None:
             stats.record(name, "input_args", args)
             stats.record(name, "input_kwargs", kwargs)
+            # msprobe's L0 records (and graphprobe's) carry the module's own parameters
+            stats.record(name, "parameters", dict(mod.named_parameters(recurse=False)))
 
         def post(mod: nn.Module, args: Any, kwargs: Any, output: Any, name: str = name) -> None:
             stats.record(name, "output", output)

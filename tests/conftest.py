@@ -41,6 +41,21 @@ def read_step() -> Callable[[str, int], dict[str, Any]]:
 
 
 @pytest.fixture(autouse=True)
+def _no_dumper_left_started():
+    """A test that fails before stop() must not leave its dumper started:
+    every later test would fail with DumperStateError."""
+    yield
+    import graphprobe
+
+    started = graphprobe.AclGraphDumper._started() if graphprobe.AclGraphDumper._started else None
+    if started is not None:
+        try:
+            started.stop()
+        except Exception:  # the test has failed already; its own error is the one to read
+            pass
+
+
+@pytest.fixture(autouse=True)
 def _fresh_dynamo():
     import torch
 

@@ -49,8 +49,9 @@ def test_smoke_run_reports_columns_and_counts_bytes(tmp_path):
     assert gp["records"] > 0
     assert (gp["records"], gp["bytes"]) == (hooks["records"], hooks["bytes"])
     # And from first principles: mlp-tiny is Sequential(Sequential(Linear, GELU) x 2) on a [4, 16] float32
-    # input; every module's input and output is a [4, 16] float32 tensor (256 B): 7 modules x 2 tensors.
-    assert (gp["records"], gp["bytes"]) == (14, 14 * 4 * 16 * 4)
+    # input; every module's input and output is a [4, 16] float32 tensor (256 B): 7 modules x 2 tensors;
+    # plus each Linear's own parameters: a [16, 16] weight and a [16] bias.
+    assert (gp["records"], gp["bytes"]) == (14 + 2 * 2, 14 * 4 * 16 * 4 + 2 * (16 * 16 + 16) * 4)
     if variants["eager+L1"]["available"]:
         l1, hooks1 = variants["eager+L1"], variants["hooks+L1"]
         assert (l1["records"], l1["bytes"]) == (hooks1["records"], hooks1["bytes"])

@@ -1,4 +1,6 @@
-"""Every verdict rule of the spec, on hand-written dump.json pairs.
+"""Every verdict rule of the spec (msprobe's statistics rules), on
+hand-written dump.json pairs. tests/test_compare_msprobe.py checks the same
+rules against msprobe's own compare.
 
 Expected verdicts, differences and relative errors are written out here,
 worked out by hand from the numbers in each case.
@@ -78,15 +80,36 @@ ENTRY_RULES = [
     # warning_ratio 2: in 5 %, out 12 % > 10 %: warning.
     ("custom ratio", entry([tensor(10.5)], [tensor(11.2)]), entry([tensor(10.0)], [tensor(10.0)]),
      {"warning_ratio": 2.0}, {"output.0": "warning"}),
-    # The noise floor (graphprobe's addition): in 1e-8 %, out 5e-4 % is 50000x
-    # the input's, but below noise_pct (1e-3 %): rounding noise, pass. Out 2e-3 %
+    # The noise floor (graphprobe's addition, only with graphprobe_verdicts):
+    # in 1e-8 %, out 5e-4 % is 50000x the input's, but below noise_pct
+    # (1e-3 %): rounding noise, pass. msprobe (the default) warns. Out 2e-3 %
     # is above the floor: warning. A raised floor silences it again.
     ("noise floor", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 5e-6))]),
-     entry([tensor(10.0)], [tensor(10.0)]), {}, {"output.0": "pass"}),
-    ("above noise floor", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 2e-5))]),
+     entry([tensor(10.0)], [tensor(10.0)]), {"graphprobe_verdicts": True}, {"output.0": "pass"}),
+    ("no noise floor by default", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 5e-6))]),
      entry([tensor(10.0)], [tensor(10.0)]), {}, {"output.0": "warning"}),
+    ("above noise floor", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 2e-5))]),
+     entry([tensor(10.0)], [tensor(10.0)]), {"graphprobe_verdicts": True}, {"output.0": "warning"}),
     ("raised noise floor", entry([tensor(10.0 * (1 + 1e-10))], [tensor(10.0 * (1 + 2e-5))]),
-     entry([tensor(10.0)], [tensor(10.0)]), {"noise_pct": 0.01}, {"output.0": "pass"}),
+     entry([tensor(10.0)], [tensor(10.0)]), {"noise_pct": 0.01, "graphprobe_verdicts": True}, {"output.0": "pass"}),
+    # msprobe warns on the entry's first output, whichever output is off.
+    ("warning on first output", entry([tensor(10.0)], [tensor(10.0), tensor(11.1)]),
+     entry([tensor(10.0)], [tensor(10.0), tensor(10.0)]), {}, {"output.0": "warning", "output.1": "pass"}),
+    # An input whose bench is 0 has NormRelativeErr "inf", which msprobe
+    # leaves out of the largest input: the in-place case of issue #19.
+    ("inf input ignored", entry([tensor(1.0), {"type": "int", "value": 1}], [tensor(20.0)]),
+     entry([tensor(0.0), {"type": "int", "value": 1}], [tensor(10.0)]), {},
+     {"input.0": "pass", "input.1": "pass", "output.0": "error"}),
+    # An output whose bench is 0 ("inf") counts as above 50 %.
+    ("inf output counts", entry([tensor(1.0)], [tensor(1.0)]), entry([tensor(1.0)], [tensor(0.0)]), {},
+     {"output.0": "error"}),
+    # Module parameters count among the inputs: the weight explains the output.
+    ("parameters are inputs", {**entry([tensor(1.0)], [tensor(30.0)]), "parameters": {"weight": tensor(3.0)}},
+     {**entry([tensor(1.0)], [tensor(10.0)]), "parameters": {"weight": tensor(1.0)}}, {},
+     {"input.0": "pass", "parameters.weight": "pass", "output.0": "pass"}),
+    # A non-tensor argument whose value differs is an error.
+    ("scalar argument", entry([tensor(1.0), {"type": "int", "value": 2}], [tensor(1.0)]),
+     entry([tensor(1.0), {"type": "int", "value": 3}], [tensor(1.0)]), {}, {"input.1": "error", "output.0": "pass"}),
     # NaN target Max with finite bench Max: error on that row, whatever the norms.
     ("nan max", entry([tensor(10.0, mx=NAN)], [tensor(10.0)]), entry([tensor(10.0)], [tensor(10.0)]), {},
      {"input.0": "error", "output.0": "pass"}),
@@ -103,9 +126,10 @@ ENTRY_RULES = [
      {"input.0": "error", "output.0": "pass"}),
     ("requires_grad", entry([tensor(10.0, requires_grad=True)], [tensor(10.0)]),
      entry([tensor(10.0)], [tensor(10.0)]), {}, {"input.0": "error"}),
-    # requires_grad recorded on one side only: nothing to compare.
+    # requires_grad recorded on one side only: msprobe compares "N/A" with
+    # "False" and calls it an error.
     ("requires_grad absent", entry([tensor(10.0, requires_grad=None)], [tensor(10.0)]),
-     entry([tensor(10.0)], [tensor(10.0)]), {}, {"input.0": "pass"}),
+     entry([tensor(10.0)], [tensor(10.0)]), {}, {"input.0": "error"}),
     # error outranks warning on the same row (60 % is both).
     ("error outranks", entry([tensor(10.1)], [tensor(16.0)]), entry([tensor(10.0)], [tensor(10.0)]), {},
      {"output.0": "error"}),
@@ -140,8 +164,21 @@ METRICS = [
      (NAN, 0.0, NAN, NAN), (NAN, 0.0, NAN, NAN)),
     ("inf equal", dict(mx=INF, mn=-1.0, mean=0.0, norm=1.0), dict(mx=INF, mn=-1.0, mean=0.0, norm=1.0),
      (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)),
+    # msprobe compares the printed values: None and None, NaN and NaN are "0".
     ("missing stats", dict(mx=1.0, mn=0.0, mean=None, norm=None), dict(mx=1.0, mn=0.0, mean=None, norm=None),
-     (0.0, 0.0, None, None), (0.0, 0.0, None, None)),
+     (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)),
+    ("nan both", dict(mx=NAN, mn=-1.0, mean=NAN, norm=NAN), dict(mx=NAN, mn=-1.0, mean=NAN, norm=NAN),
+     (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)),
+    # One side None: "Diff" in both cells, no number.
+    ("none vs number", dict(mx=1.0, mn=0.0, mean=None, norm=1.0), dict(mx=1.0, mn=0.0, mean=0.5, norm=1.0),
+     (0.0, 0.0, None, 0.0), (0.0, 0.0, None, 0.0)),
+    # Integers against floats: 1 and 1.0 print differently, so they are
+    # subtracted (0 %), and 0 against 0.0 is a bench of 0: "inf".
+    ("int vs float", dict(mx=1, mn=0, mean=1.0, norm=2.0), dict(mx=1.0, mn=0.0, mean=1.0, norm=2.0),
+     (0.0, 0.0, 0.0, 0.0), (0.0, INF, 0.0, 0.0)),
+    # An infinite bench against a number: "-inf"; an infinite target: "inf".
+    ("infinities", dict(mx=5.0, mn=-INF, mean=0.0, norm=1.0), dict(mx=INF, mn=-1.0, mean=0.0, norm=1.0),
+     (-INF, -INF, 0.0, 0.0), (-INF, -INF, 0.0, 0.0)),
 ]
 
 
@@ -154,35 +191,81 @@ def test_metrics(tmp_path: Path, case) -> None:
     assert all(same(a, e) for a, e in zip(row.rel_err_pct, rels)), row.rel_err_pct
 
 
-def test_unmatched_rows_are_not_pass(tmp_path: Path) -> None:
+def test_unmatched_rows(tmp_path: Path) -> None:
     target = {E: entry([tensor(1.0)], [tensor(1.0)]), "Module.extra.ReLU.forward.0": entry([tensor(1.0)], [])}
     bench = {E: entry([tensor(1.0)], [tensor(1.0), tensor(2.0)])}
+    # msprobe's Result for a row without a bench is pass; Match tells them
+    # apart, and the "unmatched" count counts them (also under their Result).
     result = run(tmp_path, target, bench)
     got = [(r.name, r.match, r.result) for r in result.rows]
     assert got == [
         (f"{E}.input.0", "matched", "pass"),
         (f"{E}.output.0", "matched", "pass"),
-        ("Module.extra.ReLU.forward.0.input.0", "unmatched-target", "unmatched"),
-        (f"{E}.output.1", "unmatched-bench", "unmatched"),
+        ("Module.extra.ReLU.forward.0.input.0", "unmatched-target", "pass"),
+        (f"{E}.output.1", "unmatched-bench", "pass"),
     ]
+    assert result.counts == {"pass": 4, "warning": 0, "error": 0, "unmatched": 2}
+    # graphprobe's verdicts: their own Result.
+    result = run(tmp_path, target, bench, graphprobe_verdicts=True)
+    assert [r.result for r in result.rows] == ["pass", "pass", "unmatched", "unmatched"]
     assert result.counts == {"pass": 2, "warning": 0, "error": 0, "unmatched": 2}
 
 
+def test_unmatched_row_with_inf_is_an_error(tmp_path: Path) -> None:
+    # msprobe's inf/NaN rule looks at rows without a bench too.
+    target = {"Module.extra.ReLU.forward.0": entry([tensor(1.0)], [tensor(1.0, mx=INF)])}
+    result = run(tmp_path, target, {E: entry([tensor(1.0)], [tensor(1.0)])})
+    assert [r.result for r in result.rows[:2]] == ["pass", "error"]
+
+
 def test_row_names_nested_and_kwargs(tmp_path: Path) -> None:
-    # Non-tensor arguments keep positions; nested lists and dicts add levels.
+    # Every leaf is a row, non-tensor values and nulls included; nested lists
+    # and dicts add levels; parameters come before outputs (msprobe's order).
     t = entry(
-        [{"type": "int", "value": 3}, [tensor(1.0), None, tensor(2.0)]],
+        [{"type": "int", "value": 3}, [tensor(1.0), None, tensor(2.0)], []],
         [{"a": tensor(1.0), "b": [tensor(1.0)]}],
         {"mask": tensor(1.0), "flag": {"type": "bool", "value": True}},
     )
+    t["parameters"] = {"weight": tensor(1.0)}
     result = run(tmp_path, {E: t}, {E: t})
-    assert [r.name for r in result.rows] == [
-        f"{E}.input.1.0",
-        f"{E}.input.1.2",
-        f"{E}.input.mask",
-        f"{E}.output.0.a",
-        f"{E}.output.0.b.0",
+    assert [(r.name, r.target_dtype) for r in result.rows] == [
+        (f"{E}.input.0", "<class 'int'>"),
+        (f"{E}.input.1.0", "torch.float32"),
+        (f"{E}.input.1.1", "N/A"),
+        (f"{E}.input.1.2", "torch.float32"),
+        (f"{E}.input.mask", "torch.float32"),
+        (f"{E}.input.flag", "<class 'bool'>"),
+        (f"{E}.parameters.weight", "torch.float32"),
+        (f"{E}.output.0.a", "torch.float32"),
+        (f"{E}.output.0.b.0", "torch.float32"),
     ]
+    assert {r.result for r in result.rows} == {"pass"}
+
+
+def test_backward_calls_are_renumbered(tmp_path: Path) -> None:
+    # msprobe matches the n-th backward call of a module, in dump order, with
+    # the bench's n-th, whatever indices they were written with.
+    target = {"Module.fc.Linear.backward.3": {"input": [tensor(1.0)], "output": [tensor(1.0)]},
+              "Module.fc.Linear.backward.5": {"input": [tensor(1.0)], "output": [tensor(1.0)]}}
+    bench = {"Module.fc.Linear.backward.0": {"input": [tensor(1.0)], "output": [tensor(1.0)]},
+             "Module.fc.Linear.backward.1": {"input": [tensor(1.0)], "output": [tensor(1.0)]}}
+    result = run(tmp_path, target, bench)
+    assert [(r.target_name, r.bench_name) for r in result.rows] == [
+        ("Module.fc.Linear.backward.3.input.0", "Module.fc.Linear.backward.0.input.0"),
+        ("Module.fc.Linear.backward.3.output.0", "Module.fc.Linear.backward.0.output.0"),
+        ("Module.fc.Linear.backward.5.input.0", "Module.fc.Linear.backward.1.input.0"),
+        ("Module.fc.Linear.backward.5.output.0", "Module.fc.Linear.backward.1.output.0"),
+    ]
+
+
+def test_dtypes_that_msprobe_does_not_pair(tmp_path: Path) -> None:
+    # float16 against float32 pairs (and is a dtype error); int64 against
+    # float32 does not pair at all.
+    t = {E: entry([tensor(1.0, dtype="torch.float16")], [tensor(1.0, dtype="torch.int64")])}
+    result = run(tmp_path, t, {E: entry([tensor(1.0)], [tensor(1.0)])})
+    got = [(r.name, r.match, r.result) for r in result.rows]
+    assert got == [(f"{E}.input.0", "matched", "error"), (f"{E}.output.0", "unmatched-target", "pass"),
+                   (f"{E}.output.0", "unmatched-bench", "pass")]
 
 
 def test_first_divergence_in_execution_order(tmp_path: Path) -> None:
@@ -252,16 +335,16 @@ def test_csv_columns_and_cells(tmp_path: Path) -> None:
     head = rows[0]
     inp = dict(zip(head, rows[1]))
     assert inp["NPU Name"] == f"{E}.input.0" and inp["NPU Tensor Shape"] == "[2, 3]"
-    assert inp["Max diff"] == "1" and inp["MaxRelativeErr"] == "50%" and inp["NormRelativeErr"] == "0%"
+    assert inp["Max diff"] == "1" and inp["MaxRelativeErr"] == "50%" and inp["NormRelativeErr"] == "0"
     assert inp["Result"] == "pass" and inp["Err_message"] == "[]" and inp["Match"] == "matched"
     out0 = dict(zip(head, rows[2]))
-    assert out0["Max diff"] == "nan" and out0["MaxRelativeErr"] == "nan"
+    assert out0["Max diff"] == "Nan" and out0["MaxRelativeErr"] == "Nan"
     assert out0["MeanRelativeErr"] == "inf"  # bench mean 0
     assert out0["NormRelativeErr"] == "50%" and out0["Result"] == "error"
     assert out0["First Divergence"] == "yes"
-    assert out0["Err_message"].startswith('["target Max is nan')
+    assert out0["Err_message"].startswith('["target Max is Nan')
     only = dict(zip(head, rows[3]))
-    assert only["Bench Name"] == "N/A" and only["Result"] == "unmatched" and only["Match"] == "unmatched-target"
+    assert only["Bench Name"] == "N/A" and only["Result"] == "pass" and only["Match"] == "unmatched-target"
     assert len(rows) == 4
 
 

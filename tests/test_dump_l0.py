@@ -13,6 +13,7 @@ from reference import ReferenceRecorder, assert_stats_close, flatten_dump
 
 import graphprobe
 from graphprobe.dumper import DumperStateError
+from graphprobe.wiring.probe import probe_output
 
 STEPS = 3
 
@@ -81,7 +82,7 @@ def test_eager_and_compiled_match_float64_reference(write_config, read_step, tmp
 def test_probe_survives_dead_code_elimination(write_config, read_step, tmp_path):
     class Discard(torch.nn.Module):
         def forward(self, x):
-            torch.ops.graphprobe.record_stats(x * 3, "Probe.discarded.{n}", "output.0", False, "")
+            probe_output("Probe.discarded.{n}", x * 3)
             return x + 1
 
     model = torch.nn.Sequential(Discard())
@@ -275,3 +276,30 @@ def test_reused_slot_describes_its_latest_call(write_config, read_step, tmp_path
     entry = read_step(str(tmp_path / "dump"), 1)["data"]["Module.inner.Passthrough.forward.0"]
     assert entry["input_args"][0]["shape"] == [3, 4] and entry["input_args"][0]["requires_grad"] is True
     assert entry["input_kwargs"]["scale"] == {"type": "int", "value": 2}
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_module_records_carry_their_own_parameters(compiled, write_config, read_step, tmp_path):
+    """msprobe's `parameters` part: the module's own weights (not its children's),
+    float64-exact statistics, `{}` for a module without parameters."""
+    from reference import stats64
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(3, 2)))
+    dumper = graphprobe.AclGraphDumper(write_config(level="L0"))
+    dumper.start(model)
+    runner = torch.compile(model, backend="aot_eager", fullgraph=True) if compiled else model
+    with torch.no_grad():
+        runner(torch.randn(5, 4))
+    dumper.step()
+    dumper.stop()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    assert data["Module.1.ReLU.forward.0"]["parameters"] == {}
+    assert data["Module.2.Sequential.forward.0"]["parameters"] == {}
+    for name, module in (("Module.0.Linear.forward.0", model[0]), ("Module.2.0.Linear.forward.0", model[2][0])):
+        params = data[name]["parameters"]
+        assert list(params) == ["weight", "bias"]
+        for key, tensor in (("weight", module.weight), ("bias", module.bias)):
+            rec = params[key]
+            assert rec["shape"] == list(tensor.shape) and rec["requires_grad"] is True
+            assert_stats_close(rec, stats64(tensor), 1e-9, f"{name} {key}")

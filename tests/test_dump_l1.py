@@ -25,6 +25,7 @@ from reference import (
 )
 
 import graphprobe
+from graphprobe.wiring.probe import probe_output
 from graphprobe.wiring.apis import DEFAULT_APIS, INLINED_BY_DYNAMO, OPERATOR_METHODS, ApiWiring, resolve_apis
 
 STEPS = 2
@@ -210,7 +211,7 @@ def test_list_filters_apis_and_modules(write_config, read_step, tmp_path):
 
 class OwnProbe(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        torch.ops.graphprobe.record_stats(x, "Probe.user.{n}", "output.0", False, "")
+        probe_output("Probe.user.{n}", x)
         return torch.nn.functional.relu(x)
 
 

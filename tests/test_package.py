@@ -30,7 +30,7 @@ def test_ops_are_registered_with_schemas():
     import graphprobe._ops  # noqa: F401
 
     schema = str(torch.ops.graphprobe.record_stats.default._schema)
-    assert schema == "graphprobe::record_stats(Tensor x, str entry, str place, bool requires_grad, str extras) -> ()"
+    assert schema == "graphprobe::record_stats(Tensor x, int site, int index) -> ()"
     assert not torch.ops.graphprobe.record_stats.default._schema.is_mutable
 
 
@@ -40,7 +40,7 @@ def test_record_stats_passes_opcheck():
     import graphprobe._ops  # noqa: F401
 
     x = torch.randn(3, 4, requires_grad=True)
-    result = torch.library.opcheck(torch.ops.graphprobe.record_stats.default, (x, "E.{n}", "output.0", True, ""))
+    result = torch.library.opcheck(torch.ops.graphprobe.record_stats.default, (x, 7, 0))
     assert set(result.values()) == {"SUCCESS"}, result
 
 

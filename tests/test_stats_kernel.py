@@ -42,12 +42,13 @@ def _cases():
 
 def _record_all(out_dir: str) -> list[str]:
     from graphprobe import _ops
+    from graphprobe.wiring.probe import probe_output
 
     _ops._C.set_active(True)
     _ops._C.finish_step(None, "statistics", "L0")
     names = []
     for name, x in _cases():
-        _ops.record_stats(x, f"K.{name}.{{n}}", "output.0", False, "")
+        probe_output(f"K.{name}.{{n}}", x)
         names.append(name)
     summary = _ops._C.finish_step(out_dir, "statistics", "L0")
     _ops._C.writer_wait(summary["write_seq"])

@@ -13,8 +13,8 @@ import graphprobe
 
 
 def _reference(model, tokens):
-    """Eager float32 inputs/outputs of every module whose name contains "mlp",
-    by plain hooks on an unwired copy: {file name: tensor}."""
+    """Eager float32 inputs/outputs and own parameters of every module whose
+    name contains "mlp", by plain hooks on an unwired copy: {file name: tensor}."""
     files, calls, handles = {}, {}, []
     for path, mod in model.named_modules():
         cls = type(mod).__name__
@@ -25,6 +25,8 @@ def _reference(model, tokens):
         def pre(m, args, base=base):
             n = calls.get(base, 0)
             files[f"{base}.{n}.input.0.pt"] = args[0].detach().clone()
+            for name, p in m.named_parameters(recurse=False):
+                files[f"{base}.{n}.parameters.{name}.pt"] = p.detach().clone()
 
         def post(m, args, out, base=base):
             n = calls.get(base, 0)
@@ -66,8 +68,8 @@ def test_compiled_tensor_dump_is_bit_equal_to_eager(write_config, tmp_path):
         data_names = {
             rec["data_name"]
             for entry in doc["data"].values()
-            for part in ("input_args", "output")
-            for rec in entry[part]
+            for part in ("input_args", "output", "parameters")
+            for rec in (entry[part].values() if isinstance(entry[part], dict) else entry[part])
             if isinstance(rec, dict) and "data_name" in rec
         }
         assert data_names == set(want)
@@ -97,6 +99,8 @@ def test_tensor_task_with_switch_and_discarded_steps(write_config, tmp_path):
         assert files == [
             "Module.0.Linear.forward.0.input.0.pt",
             "Module.0.Linear.forward.0.output.0.pt",
+            "Module.0.Linear.forward.0.parameters.bias.pt",
+            "Module.0.Linear.forward.0.parameters.weight.pt",
             "Module.1.ReLU.forward.0.input.0.pt",
             "Module.1.ReLU.forward.0.output.0.pt",
         ]

@@ -1,17 +1,25 @@
 #include "capture/capture_mode.h"
 
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include "engine/device_table.h"
 
 namespace graphprobe::capture {
 
-bool stream_is_capturing(cudaStream_t stream) {
+static_assert(static_cast<int>(cudaStreamCaptureStatusNone) == static_cast<int>(CaptureStatus::kNone) &&
+                  static_cast<int>(cudaStreamCaptureStatusActive) == static_cast<int>(CaptureStatus::kActive) &&
+                  static_cast<int>(cudaStreamCaptureStatusInvalidated) ==
+                      static_cast<int>(CaptureStatus::kInvalidated),
+              "capture_status.h mirrors cudaStreamCaptureStatus");
+
+CaptureStatus stream_capture_status(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status == cudaStreamCaptureStatusActive;
+  return capture_status_from_cuda(static_cast<int>(status));
 }
+
+bool stream_is_capturing(cudaStream_t stream) { return counts_as_capturing(stream_capture_status(stream)); }
 
 RelaxedCaptureMode::RelaxedCaptureMode() : previous_(cudaStreamCaptureModeRelaxed) {
   C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&previous_));
@@ -23,13 +31,18 @@ RelaxedCaptureMode::~RelaxedCaptureMode() {
   (void)cudaThreadExchangeStreamCaptureMode(&previous_);
 }
 
+void relax_this_thread() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+}
+
 }  // namespace graphprobe::capture
 
 namespace graphprobe {
 
 bool is_capturing(const at::Tensor& x) {
   if (!x.is_cuda()) return false;
-  return capture::stream_is_capturing(at::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  return capture::stream_is_capturing(c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
 }
 
 }  // namespace graphprobe

@@ -11,7 +11,9 @@ namespace graphprobe {
 
 bool is_capturing(const at::Tensor&) { return false; }
 
-std::unique_ptr<DeviceTable> make_cuda_table(int, int64_t) {
+uint64_t current_capture_id() { return 0; }
+
+std::unique_ptr<DeviceTable> make_cuda_table(int, int64_t, bool) {
   TORCH_CHECK(false, "graphprobe was built without CUDA support; reinstall it against a CUDA build of torch "
                      "(pip install --no-build-isolation .) to record CUDA tensors");
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "compare/msprobe_values.h"
 #include "format/json_writer.h"
 #include "fs/atomic_file.h"
 
@@ -11,12 +12,6 @@ namespace {
 const char* kNA = "N/A";
 
 std::string num(const std::optional<double>& v) { return v ? format_number(*v) : kNA; }
-
-std::string pct(const std::optional<double>& v) {
-  if (!v) return kNA;
-  if (!std::isfinite(*v)) return format_number(*v);
-  return format_number(*v) + "%";
-}
 
 std::string flag(const std::optional<bool>& b) { return b ? (*b ? "True" : "False") : kNA; }
 
@@ -84,14 +79,14 @@ std::string render_csv(const CompareResult& result) {
     cell(has_b ? std::string_view(b.name) : kNA);
     cell(has_t ? std::string_view(t.dtype) : kNA);
     cell(has_b ? std::string_view(b.dtype) : kNA);
-    cell(has_t ? shape_str(t.shape) : kNA);
-    cell(has_b ? shape_str(b.shape) : kNA);
+    cell(has_t ? shape_of(t) : kNA);
+    cell(has_b ? shape_of(b) : kNA);
     cell(flag(t.requires_grad));
     cell(flag(b.requires_grad));
-    for (int s = 0; s < kNumStats; ++s) cell(num(r.metrics.diff[s]));
-    for (int s = 0; s < kNumStats; ++s) cell(pct(r.metrics.rel_pct[s]));
-    for (int s = 0; s < kNumStats; ++s) cell(num(t.stats[s]));
-    for (int s = 0; s < kNumStats; ++s) cell(num(b.stats[s]));
+    for (int s = 0; s < kNumStats; ++s) cell(diff_cell(r.metrics, s));
+    for (int s = 0; s < kNumStats; ++s) cell(rel_cell(r.metrics, s));
+    for (int s = 0; s < kNumStats; ++s) cell(has_t ? stat_cell(t, s) : kNA);
+    for (int s = 0; s < kNumStats; ++s) cell(has_b ? stat_cell(b, s) : kNA);
     if (t.requires_grad && b.requires_grad) cell(*t.requires_grad == *b.requires_grad ? "True" : "False");
     else cell(kNA);
     cell(verdict_name(r.verdict));

@@ -1,5 +1,7 @@
 #include "compare/dump_reader.h"
 
+#include "compare/msprobe_values.h"
+
 #include <charconv>
 #include <cerrno>
 #include <cmath>
@@ -18,7 +20,23 @@ using json::Value;
 
 constexpr std::array<const char*, kNumStats> kStatKeys = {"Max", "Min", "Mean", "Norm"};
 
-// Builds the JSON path of the value being read, for messages only.
+// Whether one of the last two dot-separated components of name is c.
+bool in_last_two(const std::string& name, std::string_view c) {
+  const size_t last = name.rfind('.');
+  if (last == std::string::npos) return name == c;
+  if (std::string_view(name).substr(last + 1) == c) return true;
+  const size_t prev = last == 0 ? std::string::npos : name.rfind('.', last - 1);
+  const size_t begin = prev == std::string::npos ? 0 : prev + 1;
+  return std::string_view(name).substr(begin, last - begin) == c;
+}
+
+std::string last_component(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+// Walks one dump's `data`, appending rows; the JSON path of the value being
+// read is carried along for messages only.
 class Walker {
  public:
   Walker(const std::string& source, Dump& dump) : source_(source), dump_(dump) {}
@@ -30,71 +48,175 @@ class Walker {
   void entry(const std::string& name, const Value& v) {
     const std::string path = "data[" + json::quote(name) + "]";
     if (!v.is_object()) fail(path, std::string("expected an object, found ") + Value::kind_name(v.kind()));
-    const auto entry_index = static_cast<uint32_t>(dump_.entries.size());
+    entry_ = static_cast<uint32_t>(dump_.entries.size());
     dump_.entries.push_back(name);
-    // Forward entries have input_args/input_kwargs; backward ones `input`.
-    for (const char* part : {"input_args", "input", "input_kwargs", "output"}) {
-      const Value* p = v.find(part);
-      if (!p || p->is_null()) continue;
-      const Role role = std::strcmp(part, "output") == 0 ? Role::kOutput : Role::kInput;
-      const std::string prefix = name + (role == Role::kOutput ? ".output" : ".input");
-      const std::string ppath = path + "." + part;
-      if (std::strcmp(part, "input_kwargs") == 0) {
-        if (!p->is_object()) fail(ppath, std::string("expected an object, found ") + Value::kind_name(p->kind()));
-      } else if (p->is_object() && p->find("type")) {
-        // A single record where a list is expected: read as element 0.
-        leaf(*p, prefix + ".0", ppath, entry_index, role);
-        continue;
-      } else if (!p->is_array()) {
-        fail(ppath, std::string("expected a list, found ") + Value::kind_name(p->kind()));
-      }
-      children(*p, prefix, ppath, entry_index, role);
+    // msprobe's read_op: a parameters_grad entry is one structure of
+    // records, named without list positions.
+    if (in_last_two(name, "parameters_grad")) {
+      keep_positions_ = false;
+      role_ = Role::kInput;
+      children(v, name, path);
+      keep_positions_ = true;
+      return;
+    }
+    // Parameters come before outputs, as msprobe orders them (reorder_index).
+    struct Part {
+      const char* key;
+      const char* row;
+      Role role;
+    };
+    static constexpr Part kParts[] = {{"input_args", ".input", Role::kInput},
+                                      {"input_kwargs", ".input", Role::kInput},
+                                      {"input", ".input", Role::kInput},
+                                      {"parameters", ".parameters", Role::kInput},
+                                      {"output", ".output", Role::kOutput}};
+    for (const Part& part : kParts) {
+      const Value* p = v.find(part.key);
+      if (!p) continue;
+      role_ = part.role;
+      node(*p, name + part.row, path + "." + part.key);
     }
   }
 
  private:
-  void children(const Value& v, const std::string& prefix, const std::string& path, uint32_t entry, Role role) {
+  void children(const Value& v, const std::string& prefix, const std::string& path) {
     const auto& items = v.items();
     for (size_t i = 0; i < items.size(); ++i) {
       if (v.is_array()) {
-        node(items[i], prefix + "." + std::to_string(i), path + "[" + std::to_string(i) + "]", entry, role);
+        node(items[i], keep_positions_ ? prefix + "." + std::to_string(i) : prefix,
+             path + "[" + std::to_string(i) + "]");
       } else {
         const std::string& k = v.keys()[i];
-        node(items[i], prefix + "." + k, path + "[" + json::quote(k) + "]", entry, role);
+        node(items[i], prefix + "." + k, path + "[" + json::quote(k) + "]");
       }
     }
   }
 
-  void node(const Value& v, const std::string& name, const std::string& path, uint32_t entry, Role role) {
+  void node(const Value& v, const std::string& name, const std::string& path) {
     switch (v.kind()) {
-      case Value::Kind::kNull: return;
-      case Value::Kind::kArray: children(v, name, path, entry, role); return;
-      case Value::Kind::kObject:
+      case Value::Kind::kNull: placeholder(name); return;
+      case Value::Kind::kArray: children(v, name, path); return;
+      case Value::Kind::kObject: {
+        if (const Value* ct = v.find("class_type"); ct && ct->is_string() && ct->as_string() == "torch.distributed.P2POp") {
+          // A P2POp is judged by the tensor it carries.
+          const Value* t = v.find("tensor");
+          if (t && t->is_object() && t->find("type")) leaf(*t, name, path + ".tensor");
+          else placeholder(name);
+          return;
+        }
         // A dict without "type" is a container (nested kwargs, dict outputs).
-        if (v.find("type")) leaf(v, name, path, entry, role);
-        else children(v, name, path, entry, role);
+        if (v.find("type")) leaf(v, name, path);
+        else children(v, name, path);
         return;
+      }
       default:
         fail(path, std::string("expected a record, a list, an object or null, found ") + Value::kind_name(v.kind()));
     }
   }
 
-  static bool is_tensor_type(const std::string& t) {
-    // torch.Tensor, torch.nn.parameter.Parameter, and other frameworks' *.Tensor.
-    return t.size() >= 6 && (t.compare(t.size() - 6, 6, "Tensor") == 0 || t == "torch.nn.parameter.Parameter");
-  }
-
-  void leaf(const Value& v, const std::string& name, const std::string& path, uint32_t entry, Role role) {
-    const Value* type = v.find("type");
-    if (!type->is_string()) fail(path + ".type", std::string("expected a string, found ") + Value::kind_name(type->kind()));
-    if (!is_tensor_type(type->as_string())) return;  // non-tensor argument
-
+  TensorRecord record(const std::string& name) const {
     TensorRecord r;
     r.name = name;
-    r.entry = entry;
-    r.role = role;
+    r.entry = entry_;
+    r.role = role_;
+    return r;
+  }
+
+  // msprobe's default item: a null where a value was expected.
+  void placeholder(const std::string& name) {
+    TensorRecord r = record(name);
+    r.is_tensor = false;
+    r.dtype = "N/A";
+    r.shape_text = "N/A";
+    dump_.rows.push_back(std::move(r));
+  }
+
+  // The four statistics of a non-tensor record: its value.
+  void value_stats(TensorRecord& r, const Value* value) {
+    ValueKind k = ValueKind::kNone;
+    double number = 0;
+    if (!value || value->is_null()) {
+      k = ValueKind::kNone;
+    } else if (value->is_bool()) {
+      k = ValueKind::kBool;
+      number = value->as_bool() ? 1.0 : 0.0;
+    } else if (value->is_number()) {
+      k = value->is_integer_literal() ? ValueKind::kInt : ValueKind::kFloat;
+      number = value->as_number();
+    } else {
+      k = ValueKind::kText;
+      r.text = value->is_string() ? value->as_string() : python_repr(*value);
+    }
+    for (int s = 0; s < kNumStats; ++s) {
+      r.kinds[s] = k;
+      if (k == ValueKind::kInt || k == ValueKind::kFloat) r.stats[s] = number;
+      if (k == ValueKind::kBool) r.stats[s] = number;
+    }
+  }
+
+  static const char* python_type(const Value* v) {
+    if (!v || v->is_null()) return "NoneType";
+    switch (v->kind()) {
+      case Value::Kind::kBool: return "bool";
+      case Value::Kind::kNumber: return v->is_integer_literal() ? "int" : "float";
+      case Value::Kind::kString: return "str";
+      case Value::Kind::kArray: return "list";
+      default: return "dict";
+    }
+  }
+
+  // gen_op_item's special cases for records without a dtype.
+  void value_leaf(const Value& v, const std::string& type, const std::string& name, const std::string& path) {
+    TensorRecord r = record(name);
+    r.is_tensor = false;
+    const Value* value = v.find("value");
+    const std::string last = last_component(name);
+    if (type == "torch.Size") {
+      r.dtype = type;
+      if (!value || !value->is_array()) fail(path + ".value", "expected a list of sizes");
+      for (size_t i = 0; i < value->items().size(); ++i) {
+        const Value& d = value->items()[i];
+        if (!d.is_integer_literal()) fail(path + ".value[" + std::to_string(i) + "]", "expected an integer");
+        r.shape.push_back(static_cast<int64_t>(d.as_number()));
+      }
+      value_stats(r, nullptr);
+    } else if (type == "slice") {
+      r.dtype = type;
+      r.shape_text = value && value->is_array() ? "(" + std::to_string(value->items().size()) + ",)" : "()";
+      value_stats(r, nullptr);
+    } else if (type == "ellipsis") {
+      r.dtype = type;
+      value_stats(r, value);
+    } else if (last == "src" || last == "dst" || last == "group_src" || last == "group_dst" ||
+               type == "torch.ProcessGroup") {
+      // Ranks and groups are compared as their text.
+      r.dtype = type;
+      const Value* shown = type == "torch.ProcessGroup" ? v.find("group_ranks") : value;
+      value_stats(r, nullptr);
+      for (auto& k : r.kinds) k = ValueKind::kText;
+      r.text = shown ? (shown->is_string() ? shown->as_string() : python_repr(*shown)) : "None";
+    } else {
+      r.dtype = std::string("<class '") + python_type(value) + "'>";
+      value_stats(r, value);
+    }
+    if (const Value* rg = v.find("requires_grad"); rg && rg->is_bool()) r.requires_grad = rg->as_bool();
+    dump_.rows.push_back(std::move(r));
+  }
+
+  void leaf(const Value& v, const std::string& name, const std::string& path) {
+    const Value* type = v.find("type");
+    if (!type->is_string()) fail(path + ".type", std::string("expected a string, found ") + Value::kind_name(type->kind()));
     const Value* dtype = v.find("dtype");
-    if (!dtype) fail(path, "tensor record without \"dtype\"");
+    const std::string& t = type->as_string();
+    const bool tensor_type = t.size() >= 6 && (t.compare(t.size() - 6, 6, "Tensor") == 0 || t == "torch.nn.parameter.Parameter");
+    if (tensor_type && !dtype) fail(path, "tensor record without \"dtype\"");
+    // msprobe treats a record with a dtype as data (tensors, numpy arrays)
+    // and anything else as a value.
+    if (!dtype || dtype->is_null() || (dtype->is_string() && dtype->as_string().empty())) {
+      value_leaf(v, type->as_string(), name, path);
+      return;
+    }
+    TensorRecord r = record(name);
     if (!dtype->is_string()) fail(path + ".dtype", std::string("expected a string, found ") + Value::kind_name(dtype->kind()));
     r.dtype = dtype->as_string();
 
@@ -121,15 +243,25 @@ class Walker {
     for (int s = 0; s < kNumStats; ++s) {
       const Value* st = v.find(kStatKeys[s]);
       if (!st || st->is_null()) continue;
-      if (st->is_number()) r.stats[s] = st->as_number();
-      else if (st->is_bool()) r.stats[s] = st->as_bool() ? 1.0 : 0.0;  // bool tensors: Max = any, Min = all
-      else fail(path + "." + kStatKeys[s], std::string("expected a number or null, found ") + Value::kind_name(st->kind()));
+      if (st->is_number()) {
+        r.stats[s] = st->as_number();
+        r.kinds[s] = st->is_integer_literal() ? ValueKind::kInt : ValueKind::kFloat;
+      } else if (st->is_bool()) {
+        r.stats[s] = st->as_bool() ? 1.0 : 0.0;  // bool tensors: Max = any, Min = all
+        r.kinds[s] = ValueKind::kBool;
+      } else {
+        fail(path + "." + kStatKeys[s], std::string("expected a number or null, found ") +
+                                            Value::kind_name(st->kind()));
+      }
     }
     dump_.rows.push_back(std::move(r));
   }
 
   const std::string& source_;
   Dump& dump_;
+  uint32_t entry_ = 0;
+  Role role_ = Role::kInput;
+  bool keep_positions_ = true;
 };
 
 }  // namespace
@@ -141,6 +273,8 @@ std::string format_number(double v) {
   auto res = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, res.ptr);
 }
+
+std::string shape_of(const TensorRecord& r) { return r.shape_text.empty() ? shape_str(r.shape) : r.shape_text; }
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";

@@ -2,13 +2,18 @@
 // dump.json -> one flat record per tensor, in execution order. Torch-free.
 //
 // Entries are taken in the order of `data` (the dumper writes calls as they
-// complete). Inside an entry: input_args (or a backward entry's `input`),
-// then input_kwargs, then output. Row names follow msprobe's compare:
-//   {entry}.input.{i}   {entry}.input.{kwarg}   {entry}.output.{i}
-// with `.{j}` / `.{key}` appended per level of nesting. Positions are kept
-// across non-tensor values, so `input.2` is the third argument whatever
-// the first two were. Non-tensor records ({"type": "int", "value": 3}) and
-// null placeholders produce no row.
+// complete). Rows come as msprobe's compare makes them (read_op in
+// msprobe/core/compare/utils.py):
+//   * a forward/backward entry: input_args, input_kwargs and a backward
+//     entry's `input` as {entry}.input.{i|kwarg}, then `parameters` as
+//     {entry}.parameters.{name}, then `output` as {entry}.output.{i};
+//     `.{j}` / `.{key}` appended per level of nesting;
+//   * a parameters_grad entry ({module}.parameters_grad.{n}): every record
+//     in it as {entry}.{name}; list positions are not appended.
+// Every leaf is a row: tensors, non-tensor values ({"type": "int",
+// "value": 3}: dtype "<class 'int'>", shape [], the four statistics the
+// value) and null placeholders (dtype and shape N/A, statistics None). An
+// empty list or object gives no row. See docs/formats.md.
 
 #include <array>
 #include <cstdint>
@@ -28,7 +33,19 @@ class DumpFormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Output rows are msprobe's "output"; everything else (arguments,
+// parameters, parameter gradients) counts among the inputs.
 enum class Role : uint8_t { kInput, kOutput };
+
+// How a statistic was written. msprobe compares statistics as Python
+// strings (1 and 1.0 differ, True is not a number), so the kind matters.
+enum class ValueKind : uint8_t {
+  kNone,   // null or missing: Python None
+  kInt,    // an integer literal
+  kFloat,  // any other number, NaN and infinities included
+  kBool,
+  kText,   // a string value (str arguments, "..." of an ellipsis, devices)
+};
 
 // Statistic order used everywhere: the CSV columns list them this way.
 enum Stat : int { kMax = 0, kMin = 1, kMean = 2, kNorm = 3 };
@@ -39,10 +56,18 @@ struct TensorRecord {
   std::string name;    // "{entry}.output.0"
   uint32_t entry = 0;  // index into Dump::entries
   Role role = Role::kInput;
+  bool is_tensor = true;  // a record with a "dtype" (tensors, numpy arrays)
+  // "torch.float32"; "<class 'int'>" for non-tensor values; "N/A" for null
+  // placeholders.
   std::string dtype;
   std::vector<int64_t> shape;
+  // Replaces shape in the CSV and in comparisons when set: "N/A" for null
+  // placeholders, "(3,)" for slices.
+  std::string shape_text;
   std::optional<bool> requires_grad;
-  StatArray stats;  // absent: null or missing in the file (empty/bool tensors)
+  StatArray stats;  // numeric view; absent for None, bool and text values
+  std::array<ValueKind, kNumStats> kinds{};
+  std::string text;  // the value of kText statistics (the four share it)
   // Tensor dumps only: the file under dump_tensor_data/ holding the tensor
   // ("{row name}.pt"); empty when the record has no "data_name".
   std::string data_name;
@@ -69,5 +94,8 @@ std::string format_number(double v);
 
 // [2, 8, 64], as msprobe writes shapes in its CSV and messages.
 std::string shape_str(const std::vector<int64_t>& s);
+
+// The record's shape as msprobe shows it: shape_text when set, else shape_str.
+std::string shape_of(const TensorRecord& r);
 
 }  // namespace graphprobe::compare

@@ -19,6 +19,15 @@ void check(const Thresholds& t) {
     throw std::invalid_argument("graphprobe compare: thresholds must be finite and >= 0");
 }
 
+void tally(CompareResult& result) {
+  result.counts = {};
+  for (const CompareRow& r : result.rows) {
+    ++result.counts[static_cast<size_t>(r.verdict)];
+    if (r.match != MatchKind::kMatched && r.verdict != Verdict::kUnmatched)
+      ++result.counts[static_cast<size_t>(Verdict::kUnmatched)];
+  }
+}
+
 }  // namespace
 
 CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& options) {
@@ -27,9 +36,9 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   result.target = std::move(target);
   result.bench = std::move(bench);
   result.rows = match_rows(result.target, result.bench, options.fuzzy);
-  apply_verdicts(result.target, result.bench, result.rows, options.thresholds);
+  apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts);
   result.first_divergence = find_first_divergence(result.target, result.rows, options.thresholds);
-  for (const CompareRow& r : result.rows) ++result.counts[static_cast<size_t>(r.verdict)];
+  tally(result);
   return result;
 }
 
@@ -40,8 +49,7 @@ void finish_tensor_compare(CompareResult& result, const CompareOptions& options)
   apply_tensor_verdicts(result.target, result.rows, options.thresholds);
   for (CompareRow& r : result.rows) r.first_divergence = false;
   result.first_divergence = find_first_divergence(result.target, result.rows, options.thresholds);
-  result.counts = {};
-  for (const CompareRow& r : result.rows) ++result.counts[static_cast<size_t>(r.verdict)];
+  tally(result);
 }
 
 CompareResult compare_files(const std::string& target_path, const std::string& bench_path,

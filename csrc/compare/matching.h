@@ -1,7 +1,10 @@
 #pragma once
 // Pairs target rows with bench rows. Torch-free.
 //
-// Exact mode (msprobe's): by row name. Fuzzy mode: by the name with the call
+// Exact mode (msprobe's): by row name, with backward calls renumbered in
+// dump order as msprobe does (see exact_entry_keys in matching.cpp); rows
+// whose dtypes differ (other than float16/bfloat16/float32/float64 among
+// themselves) are not paired, as in msprobe. Fuzzy mode: by the name with the call
 // index removed from the entry ("Module.fc.Linear.forward.3" ->
 // "Module.fc.Linear.forward", "Torch.matmul.2.forward" ->
 // "Torch.matmul.forward"), the k-th occurrence on one side paired with the

@@ -43,6 +43,9 @@ struct Thresholds {
 struct CompareOptions {
   bool fuzzy = false;  // match ignoring call indices, in order (see matching.h)
   Thresholds thresholds;
+  // Off: Result is msprobe's verdict. On: graphprobe's additions also decide
+  // it (unmatched rows get "unmatched"; the noise floor). See verdicts.h.
+  bool graphprobe_verdicts = false;
 };
 
 // Real-data metrics of one matched row of two tensor dumps: msprobe's
@@ -96,7 +99,9 @@ struct CompareResult {
   std::vector<CompareRow> rows;
   // Index into target.entries of the first diverging entry.
   std::optional<uint32_t> first_divergence;
-  std::array<int64_t, kNumVerdicts> counts{};  // rows per verdict
+  // Rows per Result; the kUnmatched slot counts every row without a partner
+  // (Match), which without graphprobe_verdicts also counts under its Result.
+  std::array<int64_t, kNumVerdicts> counts{};
   // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
   // the tensor-mode columns.
   bool tensor_mode = false;

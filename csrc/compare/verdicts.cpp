@@ -1,74 +1,177 @@
 #include "compare/verdicts.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "compare/entry_ranges.h"
+#include "compare/msprobe_values.h"
 
 namespace graphprobe::compare {
 namespace {
 
 std::string pct(double v) { return format_number(v) + "%"; }
 
-void row_rules(const TensorRecord& t, const TensorRecord& b, CompareRow& row) {
-  for (int s : {kMax, kMin}) {
-    const char* name = s == kMax ? "Max" : "Min";
-    if (t.stats[s] && b.stats[s] && !std::isfinite(*t.stats[s]) && std::isfinite(*b.stats[s]))
-      row.raise(Verdict::kError, std::string("target ") + name + " is " + format_number(*t.stats[s]) +
-                                     " while bench " + name + " is finite");
-  }
-  if (t.dtype != b.dtype) row.raise(Verdict::kError, "dtype mismatch: " + t.dtype + " vs " + b.dtype);
-  if (t.shape != b.shape)
-    row.raise(Verdict::kError, "shape mismatch: " + shape_str(t.shape) + " vs " + shape_str(b.shape));
-  if (t.requires_grad && b.requires_grad && *t.requires_grad != *b.requires_grad)
-    row.raise(Verdict::kError, std::string("requires_grad mismatch: ") + (*t.requires_grad ? "True" : "False") +
-                                   " vs " + (*b.requires_grad ? "True" : "False"));
+// msprobe decides a row's side from its name, not from the part it came from.
+bool is_output(const TensorRecord& r) { return r.name.find(".output.") != std::string::npos; }
+
+enum class Ignore : uint8_t { kNone, kInputs, kAll };
+
+// msprobe's get_api_ignore_info: the second name component of the entry's
+// first input row.
+Ignore ignore_of(const std::string& first_input) {
+  const size_t a = first_input.find('.');
+  if (a == std::string::npos) return Ignore::kNone;
+  const size_t b = first_input.find('.', a + 1);
+  const std::string api = first_input.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  for (const char* n : {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
+                        "new_empty", "empty_strided"})
+    if (api == n) return Ignore::kAll;
+  for (const char* n : {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"})
+    if (api == n) return Ignore::kInputs;
+  return Ignore::kNone;
 }
 
-void entry_rules(const Dump& target, std::vector<CompareRow>& rows, size_t begin, size_t end, const Thresholds& th) {
-  bool inputs_below = true;  // every input's NormRelativeErr < input_error_pct
-  double largest_input = 0;
-  for (size_t i = begin; i < end; ++i) {
-    const CompareRow& r = rows[i];
-    if (r.match != MatchKind::kMatched) continue;
-    if (target.rows[static_cast<size_t>(r.target)].role != Role::kInput) continue;
-    const auto& n = r.metrics.rel_pct[kNorm];
-    if (!n) continue;
-    if (!(*n < th.input_error_pct)) inputs_below = false;
-    if (!std::isnan(*n) && *n > largest_input) largest_input = *n;
-  }
-  for (size_t i = begin; i < end; ++i) {
-    CompareRow& r = rows[i];
-    if (r.match != MatchKind::kMatched) continue;
-    if (target.rows[static_cast<size_t>(r.target)].role != Role::kOutput) continue;
-    const auto& n = r.metrics.rel_pct[kNorm];
-    if (!n || std::isnan(*n)) continue;
-    if (inputs_below && *n > th.output_error_pct)
-      r.raise(Verdict::kError, "output NormRelativeErr " + pct(*n) + " > " + pct(th.output_error_pct) +
-                                   " while every input's is < " + pct(th.input_error_pct));
-    if (largest_input > 0) {
-      if (*n > th.warning_ratio * largest_input && *n > th.noise_pct)
-        r.raise(Verdict::kWarning, "output NormRelativeErr " + pct(*n) + " > " + format_number(th.warning_ratio) +
-                                       "x the largest input's (" + pct(largest_input) + ")");
-    } else if (*n > th.warning_pct) {
-      r.raise(Verdict::kWarning, "output NormRelativeErr " + pct(*n) + " > " + pct(th.warning_pct) +
-                                     " while the inputs' is 0");
-    }
+// A NormRelativeErr as msprobe's get_min_or_max_value reads it: only "x%"
+// cells count ("0", "inf", "Nan", "N/A" and "Diff" are skipped).
+std::optional<double> percentage(const CompareRow& r) {
+  if (r.match != MatchKind::kMatched || r.metrics.kind[kNorm] != StatDiff::kNumbers) return std::nullopt;
+  return *r.metrics.rel_pct[kNorm];
+}
+
+// A NormRelativeErr as msprobe's str2float reads it for the error rule:
+// "inf" counts as infinite, "N/A" and "Diff" as 0.
+double as_fraction(const CompareRow& r) {
+  if (r.match != MatchKind::kMatched) return 0;
+  switch (r.metrics.kind[kNorm]) {
+    case StatDiff::kNumbers:
+    case StatDiff::kBenchZero:
+    case StatDiff::kInf:
+    case StatDiff::kNegInf:
+    case StatDiff::kNan: return std::fabs(*r.metrics.rel_pct[kNorm]) / 100;
+    default: return 0;
   }
 }
+
+// Judges one entry at a time; the index lists are reused across entries.
+class EntryJudge {
+ public:
+  EntryJudge(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& th,
+             bool graphprobe)
+      : target_(target), bench_(bench), rows_(rows), th_(th), graphprobe_(graphprobe) {}
+
+  void run(size_t begin, size_t end) {
+    inputs_.clear();
+    outputs_.clear();
+    for (size_t i = begin; i < end; ++i) (is_output(t(i)) ? outputs_ : inputs_).push_back(i);
+    const Ignore ignore = inputs_.empty() ? Ignore::kNone : ignore_of(t(inputs_.front()).name);
+    if (ignore == Ignore::kAll) return;
+    auto each_checked = [&](auto&& f) {
+      if (ignore == Ignore::kInputs) {
+        for (size_t i : outputs_) f(i);
+      } else {
+        for (size_t i = begin; i < end; ++i) f(i);
+      }
+    };
+    each_checked([this](size_t i) { inf_nan(i); });
+    each_checked([this](size_t i) { differences(i); });
+    if (ignore == Ignore::kNone) {
+      for (size_t i : inputs_) scalar_value(i);
+      relative_errors();
+    }
+  }
+
+ private:
+  const TensorRecord& t(size_t i) const { return target_.rows[static_cast<size_t>(rows_[i].target)]; }
+  const TensorRecord& b(size_t i) const { return bench_.rows[static_cast<size_t>(rows_[i].bench)]; }
+  bool matched(size_t i) const { return rows_[i].match == MatchKind::kMatched; }
+
+  void inf_nan(size_t i) {
+    if (matched(i) && (is_inf_or_nan(b(i), kMax) || is_inf_or_nan(b(i), kMin))) return;
+    for (int s : {kMax, kMin})
+      if (is_inf_or_nan(t(i), s)) {
+        rows_[i].raise(Verdict::kError, std::string("target ") + (s == kMax ? "Max" : "Min") + " is " +
+                                            stat_str(t(i), s) + " while the bench's Max and Min are not NaN/inf");
+        return;
+      }
+  }
+
+  void differences(size_t i) {
+    if (!matched(i)) return;
+    const TensorRecord &tr = t(i), &br = b(i);
+    auto flag = [](const std::optional<bool>& v) { return v ? (*v ? "True" : "False") : "N/A"; };
+    if (tr.requires_grad != br.requires_grad)
+      rows_[i].raise(Verdict::kError, std::string("requires_grad mismatch: ") + flag(tr.requires_grad) + " vs " +
+                                          flag(br.requires_grad));
+    // msprobe leaves fused weights (qkv, gate_up) out of the dtype test.
+    if (tr.dtype != br.dtype && br.name.find("qkv") == std::string::npos && br.name.find("gate_up") == std::string::npos)
+      rows_[i].raise(Verdict::kError, "dtype mismatch: " + tr.dtype + " vs " + br.dtype);
+    if (shape_of(tr) != shape_of(br))
+      rows_[i].raise(Verdict::kError, "shape mismatch: " + shape_of(tr) + " vs " + shape_of(br));
+  }
+
+  // ParametersErrChecker: a non-tensor input (dtype "<class ...>", shape [])
+  // whose value differs.
+  void scalar_value(size_t i) {
+    if (!matched(i)) return;
+    const TensorRecord &tr = t(i), &br = b(i);
+    if (tr.dtype.find("class") == std::string::npos || br.dtype.find("class") == std::string::npos) return;
+    if (shape_of(tr) != "[]" || python_equal(tr, br, kMax)) return;
+    rows_[i].raise(Verdict::kError, "non-tensor argument differs: " + stat_str(tr, kMax) + " vs " + stat_str(br, kMax));
+  }
+
+  void relative_errors() {
+    double in_max = 0, out_max = 0;
+    for (size_t i : inputs_)
+      if (auto p = percentage(rows_[i])) in_max = std::max(in_max, *p / 100);
+    for (size_t i : outputs_)
+      if (auto p = percentage(rows_[i])) out_max = std::max(out_max, *p / 100);
+    // Thresholds compared as fractions, as msprobe does, so that a value on
+    // the boundary is judged the same way.
+    if (in_max < th_.input_error_pct / 100) {
+      for (size_t i : outputs_) {
+        const double v = as_fraction(rows_[i]);
+        if (v > th_.output_error_pct / 100)
+          rows_[i].raise(Verdict::kError, "output NormRelativeErr " + rel_cell(rows_[i].metrics, kNorm) + " > " +
+                                              pct(th_.output_error_pct) + " while every input's is < " +
+                                              pct(th_.input_error_pct));
+      }
+    }
+    if (outputs_.empty()) return;
+    if (graphprobe_ && out_max * 100 <= th_.noise_pct) return;
+    CompareRow& first = rows_[outputs_.front()];
+    if (in_max == 0) {
+      if (out_max > th_.warning_pct / 100)
+        first.raise(Verdict::kWarning, "largest output NormRelativeErr " + pct(out_max * 100) + " > " +
+                                           pct(th_.warning_pct) + " while the inputs' is 0");
+    } else if (out_max / in_max > th_.warning_ratio) {
+      first.raise(Verdict::kWarning, "largest output NormRelativeErr " + pct(out_max * 100) + " > " +
+                                         format_number(th_.warning_ratio) + "x the largest input's (" +
+                                         pct(in_max * 100) + ")");
+    }
+  }
+
+  const Dump& target_;
+  const Dump& bench_;
+  std::vector<CompareRow>& rows_;
+  const Thresholds& th_;
+  bool graphprobe_;
+  std::vector<size_t> inputs_, outputs_;
+};
 
 }  // namespace
 
-void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& th) {
+void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& th,
+                    bool graphprobe_verdicts) {
   for (CompareRow& r : rows) {
-    if (r.match == MatchKind::kTargetOnly) {
-      r.raise(Verdict::kUnmatched, "no matching bench row");
-    } else if (r.match == MatchKind::kBenchOnly) {
-      r.raise(Verdict::kUnmatched, "no matching target row");
-    } else {
-      row_rules(target.rows[static_cast<size_t>(r.target)], bench.rows[static_cast<size_t>(r.bench)], r);
-    }
+    if (r.match == MatchKind::kMatched) continue;
+    const char* why = r.match == MatchKind::kTargetOnly ? "no matching bench row" : "no matching target row";
+    // msprobe reports such rows with their own Result (pass unless a rule
+    // below fires); graphprobe's verdicts give them their own.
+    r.raise(graphprobe_verdicts ? Verdict::kUnmatched : Verdict::kPass, why);
   }
-  for (const auto& [begin, end] : entry_ranges(target, rows)) entry_rules(target, rows, begin, end, th);
+  EntryJudge judge(target, bench, rows, th, graphprobe_verdicts);
+  for (const auto& [begin, end] : entry_ranges(target, rows)) judge.run(begin, end);
 }
 
 }  // namespace graphprobe::compare

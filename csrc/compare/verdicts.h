@@ -1,23 +1,27 @@
 #pragma once
-// The spec's Result rules, applied to matched rows. Torch-free.
+// The Result rules of msprobe's statistics compare, applied per entry.
+// Torch-free.
 //
-// Per row:
-//  * error: target Max or Min is NaN/±inf while the bench's is finite;
-//  * error: dtype, shape or requires_grad differ (requires_grad only when
-//    both sides recorded it).
-// Per entry (over the entry's matched rows with a NormRelativeErr):
-//  * error: every input's NormRelativeErr < input_error_pct (also when there
-//    are no tensor inputs) and an output's
-//    > output_error_pct -> that output row;
-//  * warning: an output's NormRelativeErr > warning_ratio x the largest
-//    input one, or > warning_pct when that largest is 0 or there are no
-//    tensor inputs -> that output row. Outputs at or below noise_pct never
-//    get the ratio warning (msprobe has no such floor and flags rounding
-//    noise, e.g. 1e-6 % against 1e-8 %).
-// NaN NormRelativeErrs (NaN on both sides) are not "below" anything, so an
-// entry with one among its inputs never gets the error rule, and they are
-// left out of the "largest input" of the warning rule.
-// Unmatched rows get Result "unmatched" and take part in no rule.
+// msprobe/core/compare/indicator_analysis/algorithm.py, STATISTICS_CHECKERS,
+// reproduced edge cases included; the rule table is in docs/formats.md
+// ("Result rules"). In short, over the rows of one entry, where "outputs"
+// are the rows whose name contains ".output." and "inputs" all others
+// (arguments, parameters, parameter gradients, non-tensor values):
+//  * error: a row's target Max or Min is NaN/±inf while the bench's are
+//    not (unmatched rows too);
+//  * error: requires_grad, dtype or shape differ; a non-tensor input's
+//    value differs;
+//  * error: the largest input NormRelativeErr is < input_error_pct and an
+//    output's is > output_error_pct (an "inf" output counts; an "inf" input
+//    does not);
+//  * warning, on the entry's first output row: the largest output
+//    NormRelativeErr is > warning_ratio x the largest input's, or
+//    > warning_pct when that is 0.
+// Entries of some APIs (empty, to, numpy, ...) skip rules, as in msprobe.
+//
+// graphprobe's additions change nothing unless graphprobe_verdicts is set:
+// then unmatched rows get Result "unmatched", and the warning is not given
+// when the largest output NormRelativeErr is at or below noise_pct.
 
 #include <vector>
 
@@ -25,6 +29,7 @@
 
 namespace graphprobe::compare {
 
-void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& t);
+void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& t,
+                    bool graphprobe_verdicts);
 
 }  // namespace graphprobe::compare

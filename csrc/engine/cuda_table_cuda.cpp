@@ -5,15 +5,18 @@
 // graph's private pool and die with the graph, while the table must outlive
 // every graph that writes into it.
 
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
+#include <cstddef>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "capture/capture_mode.h"
 #include "engine/device_table.h"
+#include "engine/devices_used.h"
 #include "stats/stats_cuda.h"
 
 namespace graphprobe {
@@ -44,18 +47,23 @@ struct Counters {
 
 class CudaTable final : public DeviceTable {
  public:
-  CudaTable(int device, int64_t epoch) : device_(device) {
+  // May run while a stream of `device` is capturing (the first probe of a
+  // device can be inside a capture): nothing here checks for capture, and
+  // every CUDA call is allowed in relaxed mode.
+  CudaTable(int device, int64_t epoch, bool enabled) : device_(device), enabled_(enabled) {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     const capture::RelaxedCaptureMode relaxed;
+    note_device_used(device_);
     cudaStream_t side = nullptr;
     C10_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     side_.reset(side);
     counters_ = allocate_zeroed(sizeof(Counters));
-    write_epoch(epoch);
-    set_enabled(true);
+    write_counter(offsetof(Counters, epoch), epoch);
+    write_counter(offsetof(Counters, enabled), enabled ? 1 : 0);
   }
 
   int64_t add_row() override {
+    const std::lock_guard<std::mutex> lock(mu_);
     if (rows_ == static_cast<int64_t>(chunks_.size()) * kChunkRows) {
       const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
       const capture::RelaxedCaptureMode relaxed;
@@ -64,19 +72,21 @@ class CudaTable final : public DeviceTable {
     return rows_++;
   }
 
-  int64_t rows() const override { return rows_; }
+  int64_t rows() const override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return rows_;
+  }
 
   void record(const at::Tensor& x, int64_t row) override {
-    double* r = static_cast<double*>(chunks_[static_cast<size_t>(row / kChunkRows)].get()) +
-                (row % kChunkRows) * kNumColumns;
     auto* c = static_cast<Counters*>(counters_.get());
-    launch_stats_cuda(x, r, &c->epoch, &c->seq, &c->enabled);
+    launch_stats_cuda(x, row_address(row), &c->epoch, &c->seq, &c->enabled);
   }
 
   std::vector<Row> fetch() override {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    check_not_capturing();
+    check_not_capturing("step()");
     C10_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::lock_guard<std::mutex> lock(mu_);
     std::vector<Row> out(static_cast<size_t>(rows_));
     for (int64_t start = 0; start < rows_; start += kChunkRows) {
       const int64_t n = std::min(kChunkRows, rows_ - start);
@@ -87,27 +97,42 @@ class CudaTable final : public DeviceTable {
   }
 
   void set_enabled(bool enabled) override {
+    if (enabled == enabled_) return;
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    check_not_capturing();
-    const int64_t value = enabled ? 1 : 0;
-    auto* c = static_cast<Counters*>(counters_.get());
-    C10_CUDA_CHECK(cudaMemcpyAsync(&c->enabled, &value, sizeof(value), cudaMemcpyHostToDevice, side_.get()));
-    C10_CUDA_CHECK(cudaStreamSynchronize(side_.get()));
+    check_not_capturing("the live switch (enable())");
+    // Replays still queued must finish under the value they started with:
+    // otherwise a row's begin_row may run and its accumulate_row skip, and
+    // the row is reported with Max=-inf, Min=inf.
+    C10_CUDA_CHECK(cudaDeviceSynchronize());
+    write_counter(offsetof(Counters, enabled), enabled ? 1 : 0);
+    enabled_ = enabled;
   }
 
   void set_epoch(int64_t epoch) override {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    check_not_capturing();
+    check_not_capturing("step()");
     // Work still queued from earlier replays must stamp the old epoch.
     C10_CUDA_CHECK(cudaDeviceSynchronize());
-    write_epoch(epoch);
+    write_counter(offsetof(Counters, epoch), epoch);
   }
 
  private:
-  void check_not_capturing() {
-    TORCH_CHECK(!capture::stream_is_capturing(at::cuda::getCurrentCUDAStream(device_).stream()),
-                "graphprobe: step() was called while a CUDA graph is being captured on device ", device_,
-                "; call it after capture, once per replayed iteration");
+  void check_not_capturing(const char* what) {
+    const capture::CaptureStatus status =
+        capture::stream_capture_status(c10::cuda::getCurrentCUDAStream(device_).stream());
+    TORCH_CHECK(!capture::counts_as_capturing(status), "graphprobe: ", what, " was called while the current stream of ",
+                "cuda:", device_, " is ", capture::describe(status),
+                "; call it after the capture has ended, once per replayed iteration");
+  }
+
+  // The address of `row`. Under the lock: another thread's add_row() may be
+  // growing the chunk list (the chunks themselves never move).
+  double* row_address(int64_t row) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(row >= 0 && row < rows_, "graphprobe: internal error: row ", row, " of cuda:", device_,
+                " was not handed out (", rows_, " rows)");
+    return static_cast<double*>(chunks_[static_cast<size_t>(row / kChunkRows)].get()) +
+           (row % kChunkRows) * kNumColumns;
   }
 
   DeviceMemory allocate_zeroed(size_t bytes) {
@@ -121,22 +146,27 @@ class CudaTable final : public DeviceTable {
     return mem;
   }
 
-  void write_epoch(int64_t epoch) {
-    C10_CUDA_CHECK(cudaMemcpyAsync(counters_.get(), &epoch, sizeof(epoch), cudaMemcpyHostToDevice, side_.get()));
+  // Writes one counter through the side stream and waits for it. Checks
+  // nothing: callers order it after queued work where that matters.
+  void write_counter(size_t offset, int64_t value) {
+    char* base = static_cast<char*>(counters_.get());
+    C10_CUDA_CHECK(cudaMemcpyAsync(base + offset, &value, sizeof(value), cudaMemcpyHostToDevice, side_.get()));
     C10_CUDA_CHECK(cudaStreamSynchronize(side_.get()));
   }
 
-  int device_;
+  const int device_;
+  bool enabled_;  // the value last written to the device; changed under the engine's lock
   std::unique_ptr<CUstream_st, StreamDestroy> side_;
   DeviceMemory counters_;
+  mutable std::mutex mu_;  // guards chunks_ and rows_
   std::vector<DeviceMemory> chunks_;
   int64_t rows_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceTable> make_cuda_table(int device_index, int64_t epoch) {
-  return std::make_unique<CudaTable>(device_index, epoch);
+std::unique_ptr<DeviceTable> make_cuda_table(int device_index, int64_t epoch, bool enabled) {
+  return std::make_unique<CudaTable>(device_index, epoch, enabled);
 }
 
 }  // namespace graphprobe

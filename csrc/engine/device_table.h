@@ -35,8 +35,13 @@ class DeviceTable {
 // Whether the current stream of `x`'s device is being captured into a graph.
 bool is_capturing(const at::Tensor& x);
 
+// The id of the graph capture under way on the current CUDA stream, 0 when
+// none (always 0 without CUDA).
+uint64_t current_capture_id();
+
 // Defined in the CUDA sources; without CUDA no CUDA tensor can reach the
-// engine, and these report a clear error instead.
-std::unique_ptr<DeviceTable> make_cuda_table(int device_index, int64_t epoch);
+// engine, and these report a clear error instead. `enabled` is the live
+// switch's initial value; allowed while a stream is capturing.
+std::unique_ptr<DeviceTable> make_cuda_table(int device_index, int64_t epoch, bool enabled);
 
 }  // namespace graphprobe

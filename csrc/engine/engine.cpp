@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "stats/reducible_types.h"
 #include "stats/stats_cpu.h"
 #include "writer/save_target.h"
 
@@ -11,6 +12,7 @@ namespace graphprobe {
 namespace {
 
 ValueKind kind_of(c10::ScalarType t) {
+  if (!stats::reducible(t)) return ValueKind::kNoStats;
   if (t == c10::ScalarType::Bool) return ValueKind::kBoolean;
   if (c10::isComplexType(t)) return ValueKind::kNoStats;
   if (c10::isIntegralType(t, /*includeBool=*/false)) return ValueKind::kIntegral;
@@ -18,15 +20,10 @@ ValueKind kind_of(c10::ScalarType t) {
   return ValueKind::kNoStats;
 }
 
-std::string site_key(const ProbeSite& site, const c10::Device& device) {
-  std::string key;
-  key.reserve(site.entry.size() + site.place.size() + 8);
-  key += site.entry;
-  key += '\x1f';
-  key += site.place;
-  key += '\x1f';
-  key += device.str();
-  return key;
+// (site, index) as one hash key; a call never has 2^20 tensors.
+constexpr int kIndexBits = 20;
+uint64_t probe_key(int64_t site, int64_t index) {
+  return (static_cast<uint64_t>(site) << kIndexBits) | static_cast<uint64_t>(index);
 }
 
 }  // namespace
@@ -85,13 +82,37 @@ void Engine::set_enabled(bool enabled) {
   for (auto& kv : cuda_tables_) kv.second->set_enabled(enabled);
 }
 
-int64_t Engine::new_slot(const at::Tensor& x, const ProbeSite& site) {
+int64_t Engine::open_call(PartLayout layout, InsertMode mode, int64_t program) {
+  return register_part(std::move(layout), mode, program, /*opening=*/true);
+}
+
+int64_t Engine::close_call(PartLayout layout, InsertMode mode, int64_t program) {
+  return register_part(std::move(layout), mode, program, /*opening=*/false);
+}
+
+int64_t Engine::register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening) {
+  // Read before taking the lock: it asks the CUDA runtime.
+  const uint64_t capture = mode == InsertMode::kCaptured ? current_capture_id() : 0;
+  TORCH_CHECK(mode != InsertMode::kCaptured || capture != 0,
+              "graphprobe: a call was registered as captured, but no CUDA graph capture is under way on the "
+              "current stream");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode == InsertMode::kCaptured) program = registry_.program_for_capture(capture);
+  return opening ? registry_.open(std::move(layout), mode, program) : registry_.close(std::move(layout), mode, program);
+}
+
+int64_t Engine::new_program() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registry_.new_program();
+}
+
+int64_t Engine::new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance) {
   if (static_cast<int64_t>(slots_.size()) >= kMaxSlots) return -1;
   Slot s;
-  s.entry = site.entry;
-  s.place = site.place;
-  s.extras = site.extras;
-  s.requires_grad = site.requires_grad;
+  s.site = site;
+  s.index = index;
+  s.captured = captured;
+  s.instance = instance;
   s.device = x.device();
   const int64_t id = static_cast<int64_t>(slots_.size());
   if (s.device.is_cpu()) {
@@ -109,23 +130,28 @@ int64_t Engine::new_slot(const at::Tensor& x, const ProbeSite& site) {
   return id;
 }
 
-void Engine::refresh(Slot& s, const at::Tensor& x, const ProbeSite& site) {
+void Engine::refresh(Slot& s, const at::Tensor& x) {
   // A reused slot describes its latest execution: shapes may change between
-  // steps (dynamic shapes), and so may non-tensor arguments.
+  // steps (dynamic shapes).
   s.dtype = x.scalar_type();
   s.shape = x.sizes().vec();
   s.numel = x.numel();
-  s.requires_grad = site.requires_grad;
-  if (s.extras != site.extras) s.extras = site.extras;
 }
 
-int64_t Engine::slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing) {
-  if (capturing) return new_slot(x, site);
-  const std::string key = site_key(site, x.device());
+int64_t Engine::slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing) {
+  const uint64_t key = probe_key(site, index);
+  if (capturing) return new_slot(x, site, index, /*captured=*/true, captured_seen_[key]++);
   const int64_t k = eager_seen_[key]++;
   auto& list = eager_slots_[key];
-  if (k < static_cast<int64_t>(list.size())) return list[static_cast<size_t>(k)];
-  const int64_t id = new_slot(x, site);
+  if (k < static_cast<int64_t>(list.size())) {
+    const int64_t id = list[static_cast<size_t>(k)];
+    // The row lives in the table of the device it was made for.
+    if (slots_[static_cast<size_t>(id)].device == x.device()) return id;
+    const int64_t moved = new_slot(x, site, index, /*captured=*/false, k);
+    if (moved >= 0) list[static_cast<size_t>(k)] = moved;
+    return moved;
+  }
+  const int64_t id = new_slot(x, site, index, /*captured=*/false, k);
   if (id >= 0) list.push_back(id);
   return id;
 }
@@ -133,13 +159,12 @@ int64_t Engine::slot_for(const at::Tensor& x, const ProbeSite& site, bool captur
 DeviceTable& Engine::cuda_table(int index) {
   auto it = cuda_tables_.find(index);
   if (it == cuda_tables_.end()) {
-    it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_)).first;
-    if (!enabled_) it->second->set_enabled(false);
+    it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_, enabled_)).first;
   }
   return *it->second;
 }
 
-void Engine::record(const at::Tensor& x, const ProbeSite& site) {
+void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   const c10::Device device = x.device();
   TORCH_CHECK(device.is_cpu() || device.is_cuda(), "graphprobe.record_stats: tensors on ", device,
               " are not supported yet (supported: cpu, cuda)");
@@ -149,6 +174,11 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
     // the device), so that switching on later needs no re-capture.
     std::lock_guard<std::mutex> lock(mu_);
     if (!active_ || (!enabled_ && !is_capturing(x))) return;
+    const Site* s = registry_.site(site);
+    if (s == nullptr) return;  // inserted under an earlier dumper: not this one's record
+    TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
+                "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
+                s->layout.entry, " (", s->layout.places.size(), " tensors); the probe and its registration disagree");
   }
   if (device.is_cpu()) {
     // Reduce before taking the lock: threads probing in parallel only
@@ -160,14 +190,14 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!active_) return;
-      const int64_t id = slot_for(x, site, /*capturing=*/false);
+      const int64_t id = slot_for(x, site, index, /*capturing=*/false);
       if (id < 0) {
         ++dropped_;
         return;
       }
       if (staging_) staged = staged_file(*staging_, id);
       Slot& s = slots_[static_cast<size_t>(id)];
-      refresh(s, x, site);
+      refresh(s, x);
       Row& r = cpu_rows_[static_cast<size_t>(s.row)];
       r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
       r.v[kStamp] = static_cast<double>(epoch_);
@@ -190,13 +220,13 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!active_) return;
-    const int64_t id = slot_for(x, site, capturing);
+    const int64_t id = slot_for(x, site, index, capturing);
     if (id < 0) {
       ++dropped_;
       return;
     }
     Slot& s = slots_[static_cast<size_t>(id)];
-    refresh(s, x, site);
+    refresh(s, x);
     table = &cuda_table(device.index());
     row = s.row;
     if (staging_) staged = staged_file(*staging_, id);
@@ -209,20 +239,23 @@ void Engine::record(const at::Tensor& x, const ProbeSite& site) {
   if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, gate});
 }
 
-void Engine::append_rows(std::vector<std::pair<std::pair<double, double>, TensorRow>>& out, const std::vector<Row>& rows,
+void Engine::append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows,
                          const std::vector<int64_t>& row_slot, double device_order) {
   for (size_t i = 0; i < rows.size() && i < row_slot.size(); ++i) {
     const Row& r = rows[i];
     const int64_t id = row_slot[i];
     if (id < 0 || r.v[kStamp] != static_cast<double>(epoch_)) continue;
     const Slot& s = slots_[static_cast<size_t>(id)];
-    TensorRow t;
-    t.entry = s.entry;
-    t.place = s.place;
-    t.extras = s.extras;
+    ExecutedRow e;
+    e.site = s.site;
+    e.index = s.index;
+    e.captured = s.captured;
+    e.instance = s.instance;
+    // Devices are ordered by index, rows within a device by sequence number.
+    e.when = {device_order, r.v[kSeq]};
+    TensorRow& t = e.row;
     t.dtype = dtype_name(s.dtype);
     t.shape = s.shape;
-    t.requires_grad = s.requires_grad;
     t.kind = kind_of(s.dtype);
     t.numel = s.numel;
     t.max = r.v[kMax];
@@ -232,8 +265,7 @@ void Engine::append_rows(std::vector<std::pair<std::pair<double, double>, Tensor
     t.nan_count = static_cast<int64_t>(r.v[kNanCount]);
     t.writes = static_cast<int64_t>(r.v[kWrites]);
     t.slot = id;
-    // Devices are ordered by index, rows within a device by sequence number.
-    out.emplace_back(std::make_pair(device_order, r.v[kSeq]), std::move(t));
+    out.push_back(std::move(e));
   }
 }
 
@@ -241,19 +273,17 @@ StepResult Engine::finish_step(bool collect) {
   std::lock_guard<std::mutex> lock(mu_);
   StepResult result;
   if (collect) {
-    std::vector<std::pair<std::pair<double, double>, TensorRow>> ordered;
+    std::vector<ExecutedRow> rows;
     std::vector<Row> cpu(cpu_rows_.begin(), cpu_rows_.end());
-    append_rows(ordered, cpu, cpu_row_slot_, 0);
-    for (auto& kv : cuda_tables_) append_rows(ordered, kv.second->fetch(), cuda_row_slot_[kv.first], kv.first + 1);
-    std::stable_sort(ordered.begin(), ordered.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    result.rows.reserve(ordered.size());
-    for (auto& p : ordered) result.rows.push_back(std::move(p.second));
+    append_rows(rows, cpu, cpu_row_slot_, 0);
+    for (auto& kv : cuda_tables_) append_rows(rows, kv.second->fetch(), cuda_row_slot_[kv.first], kv.first + 1);
+    result.calls = assemble_calls(registry_, std::move(rows));
   }
   result.dropped = dropped_;
   dropped_ = 0;
   ++epoch_;
   eager_seen_.clear();
+  registry_.end_step();
   for (auto& kv : cuda_tables_) kv.second->set_epoch(epoch_);
   return result;
 }
@@ -263,8 +293,10 @@ void Engine::reset() {
   gates_.back()->store(false);
   gates_.push_back(std::make_unique<std::atomic<bool>>(false));
   slots_.clear();
+  registry_.clear();
   eager_slots_.clear();
   eager_seen_.clear();
+  captured_seen_.clear();
   cpu_rows_.clear();
   cpu_row_slot_.clear();
   for (auto& kv : cuda_row_slot_) std::fill(kv.second.begin(), kv.second.end(), -1);

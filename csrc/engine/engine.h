@@ -1,12 +1,13 @@
 #pragma once
 // The record store behind every probe op: slots, tables and the step protocol.
 //
-// A slot is one probe execution site: (entry, place) plus, outside graph
-// capture, the how-many-th execution of that site in the current step. Inside
-// capture every execution is a new slot, because the captured kernels of that
-// execution write its row on every replay. Rows carry the epoch of their last
-// write; finish_step() keeps only rows written in the current epoch, in
-// execution order, and starts a new epoch.
+// A probe carries a site and a tensor index (csrc/identity). A slot is one
+// probe execution: outside graph capture the k-th execution of (site, index)
+// in the current step reuses the k-th slot; inside capture every execution is
+// a new slot, because the captured kernels of that execution write its row
+// on every replay. Rows carry the epoch of their last write; finish_step()
+// keeps only rows written in the current epoch and hands them, with their
+// sites, to the call assembly, which names and orders the calls.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -25,19 +26,14 @@
 #include "engine/device_table.h"
 #include "engine/row.h"
 #include "format/dump_json.h"
+#include "identity/call_assembly.h"
+#include "identity/call_registry.h"
 
 namespace graphprobe {
 
-struct ProbeSite {
-  const std::string& entry;
-  const std::string& place;
-  const std::string& extras;
-  bool requires_grad;
-};
-
 struct StepResult {
-  std::vector<TensorRow> rows;  // execution order
-  int64_t dropped = 0;          // records refused since the last step (slot limit)
+  std::vector<CallRecord> calls;  // program order of their ends
+  int64_t dropped = 0;            // records refused since the last step (slot limit)
 };
 
 // More slots than this means step() is not being called; later records are
@@ -51,9 +47,16 @@ class Engine {
   // destroyed, because CUDA graphs captured with probes may outlive any owner.
   static Engine& get();
 
-  // Records x's statistics (and, in the tensor task, stages x itself for
-  // step() to file under its record name).
-  void record(const at::Tensor& x, const ProbeSite& site);
+  // Records x's statistics as tensor `index` of `site` (and, in the tensor
+  // task, stages x itself for step() to file under its record name). A site
+  // this engine does not know (wired by a dumper that was stopped) is ignored.
+  void record(const at::Tensor& x, int64_t site, int64_t index);
+
+  // Registers one part of a call (call_registry.h) and returns its site.
+  // Captured parts belong to the capture under way on the current stream.
+  int64_t open_call(PartLayout layout, InsertMode mode, int64_t program);
+  int64_t close_call(PartLayout layout, InsertMode mode, int64_t program);
+  int64_t new_program();
 
   // The tensor task: every recorded tensor is also saved to
   // `dir/slot{S}.pt` (overwritten by each execution, latest wins, like the
@@ -67,8 +70,8 @@ class Engine {
   // next epoch. Synchronises each device once.
   StepResult finish_step(bool collect);
 
-  // Forgets all slots (stop()). Device rows are retired, never reused: a graph
-  // captured while wired may still replay and write them.
+  // Forgets all slots and sites (stop()). Device rows are retired, never
+  // reused: a graph captured while wired may still replay and write them.
   void reset();
 
   // Probes record only while active (between start() and stop()). Graphs
@@ -82,8 +85,10 @@ class Engine {
 
  private:
   struct Slot {
-    std::string entry, place, extras;
-    bool requires_grad = false;
+    int64_t site = -1;
+    int64_t index = 0;
+    bool captured = false;
+    int64_t instance = 0;  // which execution of (site, index): in this step, or which capture
     c10::Device device{c10::kCPU};
     int64_t row = -1;
     c10::ScalarType dtype = c10::ScalarType::Float;
@@ -93,12 +98,13 @@ class Engine {
 
   void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
-  int64_t slot_for(const at::Tensor& x, const ProbeSite& site, bool capturing);
-  static void refresh(Slot& s, const at::Tensor& x, const ProbeSite& site);
-  int64_t new_slot(const at::Tensor& x, const ProbeSite& site);
+  int64_t register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening);
+  int64_t slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing);
+  static void refresh(Slot& s, const at::Tensor& x);
+  int64_t new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance);
   DeviceTable& cuda_table(int index);
-  void append_rows(std::vector<std::pair<std::pair<double, double>, TensorRow>>& out, const std::vector<Row>& rows,
-                   const std::vector<int64_t>& row_slot, double device_order);
+  void append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
+                   double device_order);
 
   std::mutex mu_;
   bool active_ = false;
@@ -117,9 +123,13 @@ class Engine {
   std::optional<std::string> staging_;
   int64_t dropped_ = 0;
   int64_t epoch_ = 1;  // 0 marks a row never written
+  CallRegistry registry_;
   std::vector<Slot> slots_;
-  std::unordered_map<std::string, std::vector<int64_t>> eager_slots_;  // site key -> slot per occurrence
-  std::unordered_map<std::string, int64_t> eager_seen_;                // site key -> occurrences this epoch
+  // Probe key (site, index) -> its slot per execution in a step, and how many
+  // executions this step has seen; captured executions counted since reset().
+  std::unordered_map<uint64_t, std::vector<int64_t>> eager_slots_;
+  std::unordered_map<uint64_t, int64_t> eager_seen_;
+  std::unordered_map<uint64_t, int64_t> captured_seen_;
   std::deque<Row> cpu_rows_;  // deque: rows keep their address as it grows
   std::vector<int64_t> cpu_row_slot_;
   double cpu_seq_ = 0;

@@ -19,17 +19,17 @@ constexpr const char* kTensorDir = "dump_tensor_data";
 // Moves each row's staged file to "{call}.{io}.pt" and names it in the row.
 // Returns how many rows had no staged file (its write failed; the writer
 // reports why).
-int64_t file_tensors(std::vector<TensorRow>& rows, const std::string& staging, const std::string& data_dir) {
-  const CallGrouping grouping = group_calls(rows);
+int64_t file_tensors(std::vector<CallRecord>& calls, const std::string& staging, const std::string& data_dir) {
   int64_t missing = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    TensorRow& r = rows[i];
-    const std::string name = grouping.names[grouping.row_call[i]] + "." + io_name(r.place) + ".pt";
-    const std::string from = Engine::staged_file(staging, r.slot);
-    if (::rename(from.c_str(), (data_dir + "/" + name).c_str()) == 0) {
-      r.data_name = name;
-    } else {
-      ++missing;
+  for (CallRecord& c : calls) {
+    for (TensorRow& r : c.tensors) {
+      const std::string name = c.name + "." + io_name(r.place) + ".pt";
+      const std::string from = Engine::staged_file(staging, r.slot);
+      if (::rename(from.c_str(), (data_dir + "/" + name).c_str()) == 0) {
+        r.data_name = name;
+      } else {
+        ++missing;
+      }
     }
   }
   return missing;
@@ -59,7 +59,7 @@ StepReport finish_step_and_write(const std::optional<std::string>& out_dir, cons
   // The devices were synchronised by finish_step, so every captured save of
   // this step has reached the writer; wait until the staged files are on disk.
   if (staging) writer::Writer::get().drain();
-  const bool write = out_dir && !(result.rows.empty() && !write_if_empty);
+  const bool write = out_dir && !(result.calls.empty() && !write_if_empty);
   if (write) {
     std::string data_dir;
     try {
@@ -67,13 +67,13 @@ StepReport finish_step_and_write(const std::optional<std::string>& out_dir, cons
       if (staging) {
         data_dir = *out_dir + "/" + kTensorDir;
         fs::make_dirs(data_dir);
-        report.missing_tensors = file_tensors(result.rows, *staging, data_dir);
+        report.missing_tensors = file_tensors(result.calls, *staging, data_dir);
       }
     } catch (const fs::IoError& e) {
       report.error = e.what();
     }
     DumpSummary ds;
-    std::string text = build_dump_json(task, level, result.rows, &ds, data_dir);
+    std::string text = build_dump_json(task, level, result.calls, &ds, data_dir);
     report.entries = ds.entries;
     report.tensors = ds.tensors;
     report.overwritten = std::move(ds.overwritten);

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <set>
-#include <stdexcept>
 #include <utility>
 
 #include "format/json_writer.h"
@@ -28,18 +26,6 @@ bool is_index(const std::string& s) {
   return true;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    size_t pos = s.find(sep, start);
-    out.push_back(s.substr(start, pos == std::string::npos ? std::string::npos : pos - start));
-    if (pos == std::string::npos) break;
-    start = pos + 1;
-  }
-  return out;
-}
-
 Node* child(Node* parent, const std::string& key, Node::Type type) {
   for (auto& kv : parent->children)
     if (kv.first == key) return kv.second.get();
@@ -49,7 +35,7 @@ Node* child(Node* parent, const std::string& key, Node::Type type) {
   return n;
 }
 
-void insert(Node* root, const std::vector<std::string>& path, std::string leaf_json) {
+void insert(Node* root, const Place& path, std::string leaf_json) {
   Node* cur = root;
   for (size_t i = 0; i < path.size(); ++i) {
     const bool last = i + 1 == path.size();
@@ -59,40 +45,36 @@ void insert(Node* root, const std::vector<std::string>& path, std::string leaf_j
   cur->leaf_json = std::move(leaf_json);
 }
 
-// A non-tensor leaf "type:raw" as msprobe writes it: {"type": "int", "value": 3}.
-std::string scalar_leaf(const std::string& type, const std::string& raw) {
+// A non-tensor leaf as msprobe writes it: {"type": "int", "value": 3}; a
+// value of a type without a JSON form carries its type only.
+std::string leaf_json(const Leaf& leaf) {
   json::Writer w(0);
   w.begin_object();
   w.key("type");
-  w.value_string(type);
-  if (type == "int" || type == "float") {
-    double v = 0;
-    bool ok = true;
-    if (raw == "nan") v = NAN;
-    else if (raw == "inf") v = INFINITY;
-    else if (raw == "-inf") v = -INFINITY;
-    else {
-      try {
-        size_t used = 0;
-        v = std::stod(raw, &used);
-        ok = used == raw.size();
-      } catch (const std::exception&) {
-        ok = false;
-      }
-    }
-    w.key("value");
-    if (!ok) w.value_string(raw);
-    else if (type == "int" && std::isfinite(v) && std::fabs(v) < 9.0e15) w.value_integer(static_cast<int64_t>(v));
-    else w.value_number(v);
-  } else if (type == "bool") {
-    w.key("value");
-    w.value_bool(raw == "True");
-  } else if (type == "NoneType") {
-    w.key("value");
-    w.value_null();
-  } else if (type == "str") {
-    w.key("value");
-    w.value_string(raw);
+  w.value_string(leaf.type);
+  switch (leaf.kind) {
+    case Leaf::Kind::kNone:
+      w.key("value");
+      w.value_null();
+      break;
+    case Leaf::Kind::kBool:
+      w.key("value");
+      w.value_bool(leaf.b);
+      break;
+    case Leaf::Kind::kInt:
+      w.key("value");
+      w.value_raw(leaf.text);
+      break;
+    case Leaf::Kind::kFloat:
+      w.key("value");
+      w.value_number(leaf.f);
+      break;
+    case Leaf::Kind::kStr:
+      w.key("value");
+      w.value_string(leaf.text);
+      break;
+    case Leaf::Kind::kOpaque:
+      break;
   }
   w.end_object();
   return w.take();
@@ -162,6 +144,17 @@ void emit(json::Writer& w, const Node& n) {
       w.end_object();
       return;
     case Node::kList: {
+      // A dict whose first key looked like an index ({"0": .., "a": ..}).
+      for (const auto& kv : n.children)
+        if (!is_index(kv.first)) {
+          w.begin_object();
+          for (const auto& c : n.children) {
+            w.key(c.first);
+            emit(w, *c.second);
+          }
+          w.end_object();
+          return;
+        }
       // Positions without a recorded value (a non-tensor argument whose value
       // was not passed on) are written as null so indices keep their meaning.
       std::map<int64_t, const Node*> by_index;
@@ -179,14 +172,6 @@ void emit(json::Writer& w, const Node& n) {
   }
 }
 
-struct Call {
-  std::string name;
-  Node root;
-  size_t last_row = 0;  // position of its last row: calls are listed as they complete
-  bool overwritten = false;
-  std::map<std::string, bool> parts_with_extras;
-};
-
 }  // namespace
 
 std::string entry_name(const std::string& entry_template, int64_t n) {
@@ -197,78 +182,17 @@ std::string entry_name(const std::string& entry_template, int64_t n) {
   return out;
 }
 
-CallGrouping group_calls(const std::vector<TensorRow>& rows) {
-  // The open (latest) call of each entry.
-  struct Open {
-    size_t call = 0;
-    int64_t started = 0;
-    std::set<std::string> places;
-    bool has_output = false;
-  };
-  std::map<std::string, Open> open;
-  CallGrouping g;
-  g.row_call.reserve(rows.size());
-  for (const TensorRow& r : rows) {
-    const bool is_output = r.place.rfind("output", 0) == 0;
-    auto found = open.find(r.entry);
-    const bool new_call = found == open.end() || found->second.places.count(r.place) > 0 ||
-                          (!is_output && found->second.has_output);
-    if (new_call) {
-      Open& o = open[r.entry];
-      o.call = g.names.size();
-      o.places.clear();
-      o.has_output = false;
-      g.names.push_back(entry_name(r.entry, o.started++));
-      found = open.find(r.entry);
-    }
-    found->second.places.insert(r.place);
-    found->second.has_output = found->second.has_output || is_output;
-    g.row_call.push_back(found->second.call);
+std::string io_name(const Place& place) {
+  std::string out;
+  for (size_t i = 0; i < place.size(); ++i) {
+    if (i == 0) out = place[0] == "input_args" || place[0] == "input_kwargs" ? "input" : place[0];
+    else out += "." + place[i];
   }
-  return g;
+  return out;
 }
 
-std::string io_name(const std::string& place) {
-  const auto dot = place.find('.');
-  const std::string part = place.substr(0, dot);
-  const std::string rest = dot == std::string::npos ? "" : place.substr(dot);
-  if (part == "input_args" || part == "input_kwargs") return "input" + rest;
-  return part + rest;
-}
-
-std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<TensorRow>& rows,
+std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<CallRecord>& calls,
                             DumpSummary* summary, const std::string& dump_data_dir) {
-  const CallGrouping grouping = group_calls(rows);
-  std::vector<Call> calls(grouping.names.size());
-  for (size_t k = 0; k < calls.size(); ++k) {
-    calls[k].name = grouping.names[k];
-    calls[k].root.type = Node::kDict;
-  }
-
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const TensorRow& r = rows[i];
-    Call& c = calls[grouping.row_call[i]];
-    c.last_row = i;
-    c.overwritten = c.overwritten || r.writes > 1;
-    insert(&c.root, split(r.place, '.'), tensor_leaf(r));
-
-    const std::string part = r.place.substr(0, r.place.find('.'));
-    if (!r.extras.empty() && !c.parts_with_extras[part]) {
-      c.parts_with_extras[part] = true;
-      // extras: records separated by \x1e, fields (path, type, raw) by \x1f.
-      for (const std::string& rec : split(r.extras, '\x1e')) {
-        auto f = split(rec, '\x1f');
-        if (f.size() != 3 || f[0].empty()) continue;
-        insert(&c.root, split(f[0], '.'), scalar_leaf(f[1], f[2]));
-      }
-    }
-  }
-
-  std::vector<Call*> order;
-  order.reserve(calls.size());
-  for (Call& c : calls) order.push_back(&c);
-  std::stable_sort(order.begin(), order.end(), [](const Call* a, const Call* b) { return a->last_row < b->last_row; });
-
   json::Writer w(1);
   w.begin_object();
   w.key("task");
@@ -282,32 +206,52 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
   else w.value_string(dump_data_dir);
   w.key("data");
   w.begin_object();
-  for (Call* c : order) {
-    w.key(c->name);
+  int64_t tensors = 0;
+  for (const CallRecord& c : calls) {
+    // Values in argument order: tensors and non-tensor leaves interleaved
+    // as the call passed them, so dicts keep their keys' order.
+    std::vector<std::pair<int64_t, std::pair<const Place*, std::string>>> values;
+    bool overwritten = false;
+    for (const TensorRow& r : c.tensors) {
+      values.push_back({r.order, {&r.place, tensor_leaf(r)}});
+      overwritten = overwritten || r.writes > 1;
+    }
+    for (const Leaf& l : c.leaves) values.push_back({l.order, {&l.place, leaf_json(l)}});
+    std::stable_sort(values.begin(), values.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    Node root;
+    root.type = Node::kDict;
+    for (auto& v : values)
+      if (!v.second.first->empty()) insert(&root, *v.second.first, std::move(v.second.second));
+    tensors += static_cast<int64_t>(c.tensors.size());
+
+    w.key(c.name);
     w.begin_object();
-    // Fixed part order, each part present (empty when it holds no tensor).
-    for (const char* part : {"input_args", "input_kwargs", "output"}) {
-      const bool is_dict = std::string(part) == "input_kwargs";
+    // Fixed part order, each part present (empty when it holds no tensor);
+    // module records also carry `parameters`, as msprobe's do.
+    const bool is_module = c.name.rfind("Module.", 0) == 0;
+    for (const char* part : {"input_args", "input_kwargs", "output", "parameters"}) {
+      const bool is_dict = std::string(part) == "input_kwargs" || std::string(part) == "parameters";
+      if (!is_module && std::string(part) == "parameters") continue;
       w.key(part);
       Node* found = nullptr;
-      for (const auto& kv : c->root.children)
+      for (const auto& kv : root.children)
         if (kv.first == part) found = kv.second.get();
       if (!found) {
         w.value_raw(is_dict ? "{}" : "[]");
         continue;
       }
-      // input_kwargs is a dict even when every key looks like an index.
+      // input_kwargs and parameters are dicts even when every key looks like an index.
       if (is_dict) found->type = Node::kDict;
       emit(w, *found);
     }
     w.end_object();
-    if (summary && c->overwritten) summary->overwritten.push_back(c->name);
+    if (summary && overwritten) summary->overwritten.push_back(c.name);
   }
   w.end_object();
   w.end_object();
   if (summary) {
     summary->entries = static_cast<int64_t>(calls.size());
-    summary->tensors = static_cast<int64_t>(rows.size());
+    summary->tensors = tensors;
   }
   std::string out = w.take();
   out.push_back('\n');

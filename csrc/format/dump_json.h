@@ -1,15 +1,11 @@
 #pragma once
-// Builds msprobe's dump.json from the rows of one step. Torch-free.
+// Builds msprobe's dump.json from the calls of one step. Torch-free.
 //
-// Rows arrive in execution order. Each row is one tensor of one call: its
-// entry template ("Module.fc.Linear.forward.{n}"), its place in the call
-// ("input_args.0", "input_kwargs.mask", "output.0.1") and its statistics.
-// A row opens a new call of its entry when its place was already seen in the
-// entry's open call, or when it is an input and the open call already has an
-// output; otherwise it joins the open call. So calls of one entry with
-// different numbers of tensors (an optional mask, `x + 1` then `x + y`) stay
-// apart, and call indices follow real execution order. (A module that calls
-// itself recursively would have its calls merged.)
+// Calls arrive already identified, numbered and ordered (csrc/identity):
+// this file only writes them. Each call holds its tensors (a place inside the
+// call, "input_args.0" as ["input_args", "0"], and the tensor's statistics)
+// and its non-tensor leaves (ints, floats, strings, None, ... as msprobe
+// writes them).
 
 #include <cstdint>
 #include <string>
@@ -19,10 +15,14 @@ namespace graphprobe {
 
 enum class ValueKind : int { kFloating = 0, kIntegral = 1, kBoolean = 2, kNoStats = 3 };
 
+// A path inside a call: its first component is the part ("input_args",
+// "input_kwargs", "output"), then list indices and dict keys. Kept as
+// components so that a dict key holding a '.' stays one key.
+using Place = std::vector<std::string>;
+
 struct TensorRow {
-  std::string entry;   // name template; "{n}" is replaced by the call index
-  std::string place;   // dotted path inside the call
-  std::string extras;  // non-tensor leaves of the same part, see parse_extras
+  Place place;
+  int64_t order = 0;   // position among the call's values in argument order
   std::string dtype;   // "torch.float32"
   std::vector<int64_t> shape;
   bool requires_grad = false;
@@ -35,6 +35,24 @@ struct TensorRow {
   int64_t slot = -1;      // the engine slot that wrote the row
 };
 
+// A non-tensor value of a call, written as {"type": ..., "value": ...}.
+struct Leaf {
+  enum class Kind : int { kNone, kBool, kInt, kFloat, kStr, kOpaque };
+  Place place;
+  int64_t order = 0;   // as TensorRow::order
+  std::string type;  // Python type name: "int", "float", "str", "NoneType", "dtype", ...
+  Kind kind = Kind::kOpaque;
+  bool b = false;
+  double f = 0;
+  std::string text;  // kInt: the decimal digits (any size); kStr: the string
+};
+
+struct CallRecord {
+  std::string name;  // "Module.fc.Linear.forward.0"
+  std::vector<TensorRow> tensors;
+  std::vector<Leaf> leaves;
+};
+
 struct DumpSummary {
   int64_t entries = 0;
   int64_t tensors = 0;
@@ -43,22 +61,17 @@ struct DumpSummary {
   std::vector<std::string> overwritten;
 };
 
-// Returns the whole document. `level`, `task` and `dump_data_dir` (the
-// tensor files' folder; null when empty) are copied to the header.
-std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<TensorRow>& rows,
+// Returns the whole document, calls in the given order. `level`, `task` and
+// `dump_data_dir` (the tensor files' folder; null when empty) are copied to
+// the header.
+std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<CallRecord>& calls,
                             DumpSummary* summary, const std::string& dump_data_dir = "");
 
-// Which call each row belongs to (the rule above), and each call's name.
-struct CallGrouping {
-  std::vector<size_t> row_call;    // per row: index into names
-  std::vector<std::string> names;  // "Module.fc.Linear.forward.0", in order of first row
-};
-CallGrouping group_calls(const std::vector<TensorRow>& rows);
-
-// The compare row suffix of a place: "input_args.0" and "input_kwargs.mask"
-// -> "input.0", "input.mask"; "output.0.1" stays. A tensor's file in the
-// tensor task is "{call name}.{io_name}.pt", as msprobe names them.
-std::string io_name(const std::string& place);
+// The compare row suffix of a place: ["input_args", "0"] and
+// ["input_kwargs", "mask"] -> "input.0", "input.mask"; ["output", "0", "1"]
+// -> "output.0.1". A tensor's file in the tensor task is
+// "{call name}.{io_name}.pt", as msprobe names them.
+std::string io_name(const Place& place);
 
 // The entry name of call `n`: "{n}" replaced (the only placeholder).
 std::string entry_name(const std::string& entry_template, int64_t n);

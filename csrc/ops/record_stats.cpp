@@ -7,14 +7,16 @@
 namespace graphprobe {
 namespace {
 
-void record_stats(const at::Tensor& x, c10::string_view entry, c10::string_view place, bool requires_grad,
-                  c10::string_view extras) {
-  const std::string e(entry), p(place), x_extras(extras);
-  Engine::get().record(x, ProbeSite{e, p, x_extras, requires_grad});
-}
+void record_stats(const at::Tensor& x, int64_t site, int64_t index) { Engine::get().record(x, site, index); }
 
 // Tracing (FakeTensor / meta) must not touch the record table.
-void record_stats_meta(const at::Tensor&, c10::string_view, c10::string_view, bool, c10::string_view) {}
+void record_stats_meta(const at::Tensor&, int64_t, int64_t) {}
+
+// Inside torch.vmap (transformers builds attention masks with it) a probe
+// sees one example of a batched tensor. Without this kernel the op fails
+// ("Batching rule not implemented") and breaks the user's model; calls
+// inside vmap are not recorded (docs/limitations.md).
+void record_stats_batched(const at::Tensor&, int64_t, int64_t) {}
 
 }  // namespace
 }  // namespace graphprobe
@@ -22,3 +24,4 @@ void record_stats_meta(const at::Tensor&, c10::string_view, c10::string_view, bo
 TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("record_stats", &graphprobe::record_stats); }
 TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("record_stats", &graphprobe::record_stats); }
 TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { m.impl("record_stats", &graphprobe::record_stats_meta); }
+TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) { m.impl("record_stats", &graphprobe::record_stats_batched); }

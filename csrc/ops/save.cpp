@@ -17,8 +17,14 @@ void save_cpu(const at::Tensor& x, c10::string_view path) {
 // Tracing (FakeTensor / meta) must not write anything.
 void save_meta(const at::Tensor&, c10::string_view) {}
 
+void save_batched(const at::Tensor&, c10::string_view path) {
+  TORCH_CHECK(false, "graphprobe.acl_save('", std::string(path), "'): called inside torch.vmap, where the tensor is one "
+              "example of a batch; call acl_save outside the vmapped function to save the whole batch");
+}
+
 }  // namespace
 }  // namespace graphprobe
 
 TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("save", &graphprobe::save_cpu); }
 TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { m.impl("save", &graphprobe::save_meta); }
+TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) { m.impl("save", &graphprobe::save_batched); }

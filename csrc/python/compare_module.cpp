@@ -88,9 +88,10 @@ PYBIND11_MODULE(_compare, m) {
   py::class_<gc::CompareOptions>(m, "CompareOptions", "Matching mode and verdict thresholds (percentages).")
       .def(py::init([](bool fuzzy, double input_error_pct, double output_error_pct, double warning_ratio,
                        double warning_pct, double noise_pct, double cosine_input_min, double cosine_drop,
-                       double thousandth_input_min, double thousandth_output_max) {
+                       double thousandth_input_min, double thousandth_output_max, bool graphprobe_verdicts) {
              gc::CompareOptions o;
              o.fuzzy = fuzzy;
+             o.graphprobe_verdicts = graphprobe_verdicts;
              o.thresholds = {input_error_pct, output_error_pct,    warning_ratio,        warning_pct,
                              noise_pct,       cosine_input_min,    cosine_drop,          thousandth_input_min,
                              thousandth_output_max};
@@ -99,8 +100,11 @@ PYBIND11_MODULE(_compare, m) {
            py::kw_only(), py::arg("fuzzy") = false, py::arg("input_error_pct") = 10.0,
            py::arg("output_error_pct") = 50.0, py::arg("warning_ratio") = 10.0, py::arg("warning_pct") = 10.0,
            py::arg("noise_pct") = 0.001, py::arg("cosine_input_min") = 0.9, py::arg("cosine_drop") = 0.1,
-           py::arg("thousandth_input_min") = 0.9, py::arg("thousandth_output_max") = 0.1)
+           py::arg("thousandth_input_min") = 0.9, py::arg("thousandth_output_max") = 0.1,
+           py::arg("graphprobe_verdicts") = false)
       .def_readwrite("fuzzy", &gc::CompareOptions::fuzzy)
+      .def_readwrite("graphprobe_verdicts", &gc::CompareOptions::graphprobe_verdicts,
+                     "Result follows graphprobe's additions (unmatched, noise floor), not only msprobe's rules.")
       .def_property_readonly("input_error_pct", [](const gc::CompareOptions& o) { return o.thresholds.input_error_pct; })
       .def_property_readonly("output_error_pct", [](const gc::CompareOptions& o) { return o.thresholds.output_error_pct; })
       .def_property_readonly("warning_ratio", [](const gc::CompareOptions& o) { return o.thresholds.warning_ratio; })

@@ -1,4 +1,6 @@
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "engine/engine.h"
 #include "engine/step_output.h"
@@ -7,8 +9,99 @@
 namespace py = pybind11;
 
 namespace graphprobe::python {
+namespace {
+
+// A non-tensor value as Python passes it: (place, order, type name, value);
+// value None with a type other than NoneType means "type only".
+Leaf to_leaf(const py::tuple& t) {
+  TORCH_CHECK(t.size() == 4, "graphprobe: a leaf is (place, order, type, value), got ", t.size(), " fields");
+  Leaf leaf;
+  leaf.place = t[0].cast<Place>();
+  leaf.order = t[1].cast<int64_t>();
+  leaf.type = t[2].cast<std::string>();
+  const py::handle v = t[3];
+  if (v.is_none()) {
+    leaf.kind = leaf.type == "NoneType" ? Leaf::Kind::kNone : Leaf::Kind::kOpaque;
+  } else if (PyBool_Check(v.ptr())) {
+    leaf.kind = Leaf::Kind::kBool;
+    leaf.b = v.ptr() == Py_True;
+  } else if (PyLong_Check(v.ptr())) {
+    leaf.kind = Leaf::Kind::kInt;
+    // int's own repr: the digits, also for int subclasses (IntEnum prints a name).
+    leaf.text = py::reinterpret_steal<py::str>(PyLong_Type.tp_repr(v.ptr())).cast<std::string>();
+  } else if (PyFloat_Check(v.ptr())) {
+    leaf.kind = Leaf::Kind::kFloat;
+    leaf.f = PyFloat_AsDouble(v.ptr());
+  } else if (PyUnicode_Check(v.ptr())) {
+    leaf.kind = Leaf::Kind::kStr;
+    leaf.text = v.cast<std::string>();
+  }
+  return leaf;
+}
+
+PartLayout to_layout(std::string entry, std::vector<Place> places, std::vector<int64_t> order,
+                     std::vector<bool> requires_grad, const py::tuple& leaves) {
+  TORCH_CHECK(order.size() == places.size() && requires_grad.size() == places.size(),
+              "graphprobe: a call part needs one order and one requires_grad per tensor place (", places.size(),
+              " places, ", order.size(), " orders, ", requires_grad.size(), " flags)");
+  PartLayout layout;
+  layout.entry = std::move(entry);
+  layout.places = std::move(places);
+  layout.place_order = std::move(order);
+  layout.requires_grad = std::move(requires_grad);
+  for (const py::handle& l : leaves) layout.leaves.push_back(to_leaf(py::reinterpret_borrow<py::tuple>(l)));
+  return layout;
+}
+
+InsertMode to_mode(int mode) {
+  TORCH_CHECK(mode >= 0 && mode <= 2, "graphprobe: insert mode must be 0 (eager), 1 (traced) or 2 (captured), got ",
+              mode);
+  return static_cast<InsertMode>(mode);
+}
+
+}  // namespace
 
 void bind_engine(py::module_& m) {
+  for (const bool opening : {true, false}) {
+    m.def(
+        opening ? "open_call" : "close_call",
+        [opening](std::string entry, std::vector<Place> places, std::vector<int64_t> order,
+                  std::vector<bool> requires_grad, const py::tuple& leaves, int mode, int64_t program) {
+          PartLayout layout = to_layout(std::move(entry), std::move(places), std::move(order),
+                                        std::move(requires_grad), leaves);
+          Engine& e = Engine::get();
+          return opening ? e.open_call(std::move(layout), to_mode(mode), program)
+                         : e.close_call(std::move(layout), to_mode(mode), program);
+        },
+        py::arg("entry"), py::arg("places"), py::arg("order"), py::arg("requires_grad"), py::arg("leaves"),
+        py::arg("mode"), py::arg("program"),
+        opening ? "Registers the input part of a new call; returns the site its probes carry."
+                : "Registers the output part of the latest open call of `entry`; returns its site.");
+  }
+  m.def(
+      "record_part",
+      [](int64_t site, const std::vector<at::Tensor>& tensors) {
+        // Eager mode has no graph to keep the op in: plain tensors go
+        // straight to the engine, saving a dispatcher round trip per tensor.
+        // Tensors that need the dispatcher (fake, meta, subclasses, functorch
+        // wrappers) still take the op, whose kernels handle them.
+        static const auto op = c10::Dispatcher::singleton()
+                                   .findSchemaOrThrow("graphprobe::record_stats", "")
+                                   .typed<void(const at::Tensor&, int64_t, int64_t)>();
+        constexpr c10::DispatchKeySet needs_dispatch = c10::DispatchKeySet({
+            c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot, c10::DispatchKey::FuncTorchBatched,
+            c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Functionalize, c10::DispatchKey::Meta});
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          const at::Tensor& t = tensors[i];
+          const bool plain = (t.is_cpu() || t.is_cuda()) && !t.key_set().has_any(needs_dispatch);
+          if (plain) Engine::get().record(t, site, static_cast<int64_t>(i));
+          else op.call(t, site, static_cast<int64_t>(i));
+        }
+      },
+      py::arg("site"), py::arg("tensors"),
+      "Records the tensors of one eager call part (index = position in the list).");
+  m.def("new_program", [] { return Engine::get().new_program(); },
+        "A new program number (one per dynamo trace): calls inserted in it keep their insertion order.");
   m.def(
       "finish_step",
       [](std::optional<std::string> out_dir, const std::string& task, const std::string& level,

@@ -1,5 +1,6 @@
 #include <pybind11/pybind11.h>
 
+#include "engine/devices_used.h"
 #include "python/bindings.h"
 #include "writer/writer.h"
 
@@ -52,6 +53,15 @@ void bind_writer(py::module_& m) {
     d["pending"] = s.pending;
     return d;
   });
+  m.def(
+      "cuda_devices_used",
+      [] {
+        py::list out;
+        for (int d : devices_used()) out.append(d);
+        return out;
+      },
+      "Indices of the CUDA devices graphprobe used (a record table or a save on them), ascending: the "
+      "devices flush() synchronises.");
   m.attr("WRITER_DEFAULT_BUDGET") = writer::kDefaultBudgetBytes;
 }
 

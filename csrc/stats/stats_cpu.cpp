@@ -1,8 +1,8 @@
 #include "stats/stats_cpu.h"
 
+#include "stats/reducible_types.h"
 #include "stats/stats_cpu_simd.h"
 
-#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
 #include <c10/util/BFloat16.h>
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 namespace graphprobe {
 namespace {
@@ -60,9 +61,19 @@ Stats reduce_portable(const scalar_t* data, int64_t begin, int64_t end) {
   return out;
 }
 
+template <typename I>
+Stats reduce_integral(const I* data, int64_t begin, int64_t end);
+
+// Integers (bool included) convert to double directly: through float,
+// 32- and 64-bit values would lose digits. Floating types of at most 32 bits
+// (float8 included) convert through float, exactly.
 template <typename scalar_t>
 Stats reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
-  return reduce_portable(data, begin, end);
+  if constexpr (std::is_integral_v<scalar_t>) {
+    return reduce_integral(data, begin, end);
+  } else {
+    return reduce_portable(data, begin, end);
+  }
 }
 
 // 64-bit integers and doubles must not pass through float.
@@ -110,14 +121,6 @@ Stats reduce_range<c10::Half>(const c10::Half* data, int64_t begin, int64_t end)
   return reduce_portable(data, begin, end);
 }
 
-template <>
-Stats reduce_range<int64_t>(const int64_t* data, int64_t begin, int64_t end) {
-  return reduce_integral(data, begin, end);
-}
-template <>
-Stats reduce_range<int32_t>(const int32_t* data, int64_t begin, int64_t end) {
-  return reduce_integral(data, begin, end);
-}
 
 // A strided tensor, read in place: TensorIterator orders the dimensions so
 // that the inner loop runs along the smallest stride (for a transposed
@@ -156,7 +159,8 @@ Stats compute_stats_cpu(const at::Tensor& x) {
   // Lazily conjugated or negated views would read the wrong values in place.
   if (x.is_conj() || x.is_neg()) return compute_stats_cpu(x.resolve_conj().resolve_neg());
   Stats result = identity();
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "graphprobe_stats_cpu", [&] {
+  stats::dispatch_reducible(x.scalar_type(), "graphprobe_stats_cpu", [&](auto tag) {
+    using scalar_t = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     if (!x.is_contiguous()) {
       result = reduce_strided<scalar_t>(x);
       return;

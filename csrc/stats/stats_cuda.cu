@@ -1,28 +1,56 @@
 #include "stats/stats_cuda.h"
 
-#include <ATen/Dispatch.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
+#include <array>
+#include <atomic>
+#include <type_traits>
+
+#include "stats/reducible_types.h"
 #include "stats/stats_kernel.cuh"
 
 namespace graphprobe {
+namespace {
+
+// Multiprocessors of `device`, asked once per device. cudaDeviceGetAttribute
+// is not a stream operation, so it is allowed during capture.
+int multiprocessors(c10::DeviceIndex device) {
+  static std::array<std::atomic<int>, 64> known{};
+  if (device >= 0 && device < static_cast<c10::DeviceIndex>(known.size())) {
+    const int cached = known[static_cast<size_t>(device)].load(std::memory_order_relaxed);
+    if (cached > 0) return cached;
+  }
+  int count = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  if (device >= 0 && device < static_cast<c10::DeviceIndex>(known.size()))
+    known[static_cast<size_t>(device)].store(count, std::memory_order_relaxed);
+  return count;
+}
+
+}  // namespace
 
 void launch_stats_cuda(const at::Tensor& input, double* row, const int64_t* epoch, unsigned long long* seq,
                        const int64_t* enabled) {
   const c10::cuda::CUDAGuard guard(input.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream(input.device().index()).stream();
+  const c10::DeviceIndex device = input.device().index();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  const int64_t n = input.numel();
+  // A type without a kernel (complex, float4, quantised) only stamps its row;
+  // its record carries no statistics. What can throw is done before the
+  // first launch, so that a capture is never left with half a probe.
+  const bool reduce = n > 0 && stats::reducible(input.scalar_type());
+  // Under capture this copy is captured too and replays with the graph.
+  const at::Tensor x = reduce ? input.resolve_conj().resolve_neg().contiguous() : input;
+  const unsigned int blocks = reduce ? kernels::blocks_for(n, multiprocessors(device)) : 1;
   kernels::begin_row<<<1, 1, 0, stream>>>(row, epoch, seq, enabled);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  const int64_t n = input.numel();
-  if (n == 0) return;
-  // Under capture this copy is captured too and replays with the graph.
-  const at::Tensor x = input.contiguous();
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const unsigned int blocks = kernels::blocks_for(n, sms);
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "graphprobe_stats_cuda", [&] {
-    kernels::accumulate_row<scalar_t><<<blocks, kernels::kThreads, 0, stream>>>(x.const_data_ptr<scalar_t>(), n, row, enabled);
+  if (!reduce) return;
+  stats::dispatch_reducible(x.scalar_type(), "graphprobe_stats_cuda", [&](auto tag) {
+    using scalar_t = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    kernels::accumulate_row<scalar_t>
+        <<<blocks, kernels::kThreads, 0, stream>>>(x.const_data_ptr<scalar_t>(), n, row, enabled);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/row.h"
 
@@ -20,22 +21,18 @@ namespace graphprobe::kernels {
 
 constexpr int kThreads = 256;
 
+// Integers (bool included) convert to double directly: through float, 32-
+// and 64-bit values would lose digits. Floating types of at most 32 bits
+// (half, bfloat16, float8) convert through float, exactly: without
+// --use_fast_math (setup.py) the conversions keep subnormals.
 template <typename T>
-struct ToDouble {
-  __device__ static double apply(T v) { return static_cast<double>(static_cast<float>(v)); }
-};
-template <>
-struct ToDouble<double> {
-  __device__ static double apply(double v) { return v; }
-};
-template <>
-struct ToDouble<int64_t> {
-  __device__ static double apply(int64_t v) { return static_cast<double>(v); }
-};
-template <>
-struct ToDouble<int32_t> {
-  __device__ static double apply(int32_t v) { return static_cast<double>(v); }
-};
+__device__ inline double to_double(T v) {
+  if constexpr (std::is_integral_v<T> || std::is_same_v<T, double>) {
+    return static_cast<double>(v);
+  } else {
+    return static_cast<double>(static_cast<float>(v));
+  }
+}
 
 __device__ inline void atomic_max(double* addr, double v) {
   auto* p = reinterpret_cast<unsigned long long*>(addr);
@@ -97,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) accumulate_row(const T* __restrict__
   Partial p{-inf, inf, 0.0, 0.0, 0.0};
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const double v = ToDouble<T>::apply(x[i]);
+    const double v = to_double(x[i]);
     // A NaN compares false: it is counted, not folded into max/min.
     p.mx = v > p.mx ? v : p.mx;
     p.mn = v < p.mn ? v : p.mn;

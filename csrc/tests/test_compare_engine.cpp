@@ -11,6 +11,7 @@
 #include "compare/engine.h"
 #include "compare/matching.h"
 #include "compare/metrics.h"
+#include "compare/msprobe_values.h"
 #include "fs/atomic_file.h"
 #include "tests/check.h"
 
@@ -33,15 +34,63 @@ gc::CompareResult run(const std::string& t, const std::string& b, gc::CompareOpt
   return gc::compare_dumps(gc::parse_dump(t, "t.json"), gc::parse_dump(b, "b.json"), o);
 }
 
-void relative_errors() {
-  CHECK_EQ(gc::relative_error_pct(3.0, 2.0), 50.0);
-  CHECK_EQ(gc::relative_error_pct(-3.0, -2.0), 50.0);
-  CHECK_EQ(gc::relative_error_pct(0.0, 0.0), 0.0);
-  CHECK(std::isinf(gc::relative_error_pct(1.0, 0.0)));
-  CHECK(std::isnan(gc::relative_error_pct(NAN, 1.0)));
-  CHECK(std::isnan(gc::relative_error_pct(1.0, NAN)));
-  CHECK_EQ(gc::relative_error_pct(INFINITY, INFINITY), 0.0);
-  CHECK_NEAR(gc::relative_error_pct(1.1, 1.0), 10.0, 1e-9);
+gc::TensorRecord stat(double v, gc::ValueKind k = gc::ValueKind::kFloat) {
+  gc::TensorRecord r;
+  for (int s = 0; s < gc::kNumStats; ++s) {
+    r.stats[s] = v;
+    r.kinds[s] = k;
+  }
+  return r;
+}
+
+void python_float_repr() {
+  // What Python's repr(float) prints, checked by hand in a Python shell.
+  CHECK_EQ(gc::python_float_repr(1.0), std::string("1.0"));
+  CHECK_EQ(gc::python_float_repr(0.1), std::string("0.1"));
+  CHECK_EQ(gc::python_float_repr(123.456), std::string("123.456"));
+  CHECK_EQ(gc::python_float_repr(0.0001), std::string("0.0001"));
+  CHECK_EQ(gc::python_float_repr(1e-05), std::string("1e-05"));
+  CHECK_EQ(gc::python_float_repr(2.5e-7), std::string("2.5e-07"));
+  CHECK_EQ(gc::python_float_repr(1e15), std::string("1000000000000000.0"));
+  CHECK_EQ(gc::python_float_repr(1e16), std::string("1e+16"));
+  CHECK_EQ(gc::python_float_repr(1.5e16), std::string("1.5e+16"));
+  CHECK_EQ(gc::python_float_repr(1e100), std::string("1e+100"));
+  CHECK_EQ(gc::python_float_repr(-0.0), std::string("-0.0"));
+  CHECK_EQ(gc::python_float_repr(NAN), std::string("nan"));
+  CHECK_EQ(gc::python_float_repr(-INFINITY), std::string("-inf"));
+}
+
+void msprobe_cells() {
+  // 3 vs 2: diff 1, 50 %; as msprobe computes |(t - b) / b * 100|.
+  gc::Metrics m = gc::compute_metrics(stat(3.0), stat(2.0));
+  CHECK(m.kind[gc::kMax] == gc::StatDiff::kNumbers);
+  CHECK_EQ(*m.diff[gc::kMax], 1.0);
+  CHECK_EQ(*m.rel_pct[gc::kMax], 50.0);
+  CHECK_EQ(gc::rel_cell(m, gc::kMax), std::string("50%"));
+  // Equal prints: "0"; NaN and NaN print the same ("Nan").
+  CHECK_EQ(gc::diff_cell(gc::compute_metrics(stat(NAN), stat(NAN)), gc::kMax), std::string("0"));
+  // 1 vs 1.0 print differently: numbers, 0 %; 0 vs 0.0: a bench of 0, "inf".
+  m = gc::compute_metrics(stat(1.0, gc::ValueKind::kInt), stat(1.0));
+  CHECK(m.kind[gc::kMax] == gc::StatDiff::kNumbers && *m.rel_pct[gc::kMax] == 0.0);
+  m = gc::compute_metrics(stat(0.0, gc::ValueKind::kInt), stat(0.0));
+  CHECK_EQ(gc::diff_cell(m, gc::kMax), std::string("0"));
+  CHECK_EQ(gc::rel_cell(m, gc::kMax), std::string("inf"));
+  // Non-numbers: NaN vs a number "Nan"; a number vs inf "-inf"; None vs a number "Diff".
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(NAN), stat(1.0)), gc::kMax), std::string("Nan"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(1.0), stat(INFINITY)), gc::kMax), std::string("-inf"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(INFINITY), stat(1.0)), gc::kMax), std::string("inf"));
+  gc::TensorRecord none;
+  m = gc::compute_metrics(none, stat(1.0));
+  CHECK_EQ(gc::rel_cell(m, gc::kMax), std::string("Diff"));
+  CHECK(!m.rel_pct[gc::kMax]);
+  // Text: devices against each other are "N/A"; text that reads as a number is one.
+  gc::TensorRecord cpu = stat(0, gc::ValueKind::kText), cuda = cpu, num = cpu;
+  cpu.text = "cpu";
+  cuda.text = "cuda:0";
+  num.text = "2.5";
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(cpu, cuda), gc::kMax), std::string("N/A"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(num, stat(2.0)), gc::kMax), std::string("25%"));
+  CHECK_EQ(gc::stat_str(stat(1.0, gc::ValueKind::kBool), gc::kMax), std::string("True"));
 }
 
 void flattening() {
@@ -50,15 +99,32 @@ void flattening() {
                             R"(}, "output": )" + tensor(1) + "}");
   gc::Dump d = gc::parse_dump(t, "t.json");
   CHECK_EQ(d.entries.size(), size_t{1});
-  CHECK_EQ(d.rows.size(), size_t{4});
-  CHECK_EQ(d.rows[0].name, std::string("Module.a.M.forward.0.input.1.0"));
-  CHECK_EQ(d.rows[1].name, std::string("Module.a.M.forward.0.input.1.2"));
-  CHECK_EQ(d.rows[2].name, std::string("Module.a.M.forward.0.input.k"));
-  // A bare record where the output list is expected reads as output.0.
-  CHECK_EQ(d.rows[3].name, std::string("Module.a.M.forward.0.output.0"));
-  CHECK(d.rows[3].role == gc::Role::kOutput);
-  CHECK_EQ(std::string(d.rows[3].suffix(d.entries)), std::string("output.0"));
-  CHECK_EQ(d.rows[0].shape.size(), size_t{2});
+  CHECK_EQ(d.rows.size(), size_t{6});
+  // Every leaf is a row, as in msprobe: the int, the null, the tensors.
+  CHECK_EQ(d.rows[0].name, std::string("Module.a.M.forward.0.input.0"));
+  CHECK_EQ(d.rows[0].dtype, std::string("<class 'int'>"));
+  CHECK(d.rows[0].kinds[gc::kNorm] == gc::ValueKind::kInt && *d.rows[0].stats[gc::kNorm] == 1.0);
+  CHECK_EQ(d.rows[1].name, std::string("Module.a.M.forward.0.input.1.0"));
+  CHECK_EQ(d.rows[2].name, std::string("Module.a.M.forward.0.input.1.1"));
+  CHECK_EQ(gc::shape_of(d.rows[2]), std::string("N/A"));
+  CHECK_EQ(d.rows[3].name, std::string("Module.a.M.forward.0.input.1.2"));
+  CHECK_EQ(d.rows[4].name, std::string("Module.a.M.forward.0.input.k"));
+  // A bare record where the output list is expected: named as msprobe names it.
+  CHECK_EQ(d.rows[5].name, std::string("Module.a.M.forward.0.output"));
+  CHECK(d.rows[5].role == gc::Role::kOutput);
+  CHECK_EQ(std::string(d.rows[5].suffix(d.entries)), std::string("output"));
+  CHECK_EQ(d.rows[1].shape.size(), size_t{2});
+
+  // parameters before outputs; a parameters_grad entry without list positions.
+  const std::string m = doc(R"("Module.fc.L.forward.0": {"input_args": [], "output": [)" + tensor(1) +
+                            R"(], "parameters": {"weight": )" + tensor(2) +
+                            R"(}}, "Module.fc.L.parameters_grad.0": {"weight": [)" + tensor(3) + "]}");
+  d = gc::parse_dump(m, "m.json");
+  CHECK_EQ(d.rows.size(), size_t{3});
+  CHECK_EQ(d.rows[0].name, std::string("Module.fc.L.forward.0.parameters.weight"));
+  CHECK(d.rows[0].role == gc::Role::kInput);
+  CHECK_EQ(d.rows[1].name, std::string("Module.fc.L.forward.0.output.0"));
+  CHECK_EQ(d.rows[2].name, std::string("Module.fc.L.parameters_grad.0.weight"));
 }
 
 void format_errors_name_the_place() {
@@ -122,9 +188,16 @@ void matching_and_unmatched() {
   auto r = run(doc(entry("A.forward.0", tensor(1), tensor(1)) + "," + entry("B.forward.0", tensor(1), "")),
                doc(entry("A.forward.0", tensor(1), tensor(1) + "," + tensor(2))));
   CHECK_EQ(r.rows.size(), size_t{4});
-  CHECK(r.rows[2].match == gc::MatchKind::kTargetOnly && r.rows[2].verdict == gc::Verdict::kUnmatched);
-  CHECK(r.rows[3].match == gc::MatchKind::kBenchOnly && r.rows[3].verdict == gc::Verdict::kUnmatched);
+  // msprobe's Result for them is pass; graphprobe's verdicts say unmatched.
+  CHECK(r.rows[2].match == gc::MatchKind::kTargetOnly && r.rows[2].verdict == gc::Verdict::kPass);
+  CHECK(r.rows[3].match == gc::MatchKind::kBenchOnly && r.rows[3].verdict == gc::Verdict::kPass);
   CHECK_EQ(r.counts[static_cast<size_t>(gc::Verdict::kUnmatched)], int64_t{2});
+  gc::CompareOptions ours;
+  ours.graphprobe_verdicts = true;
+  r = run(doc(entry("A.forward.0", tensor(1), tensor(1)) + "," + entry("B.forward.0", tensor(1), "")),
+          doc(entry("A.forward.0", tensor(1), tensor(1) + "," + tensor(2))), ours);
+  CHECK(r.rows[2].verdict == gc::Verdict::kUnmatched && r.rows[3].verdict == gc::Verdict::kUnmatched);
+  CHECK_EQ(r.counts[static_cast<size_t>(gc::Verdict::kPass)], int64_t{2});
 
   gc::CompareOptions fuzzy;
   fuzzy.fuzzy = true;
@@ -165,9 +238,10 @@ void csv_output() {
   std::getline(in, row1);
   CHECK(header.rfind("NPU Name,Bench Name,", 0) == 0);
   CHECK(header.find("Err_message,Match,First Divergence") != std::string::npos);
-  // output: Norm 15 vs 0 -> L2norm diff 15, NormRelativeErr inf (Max/Min/Mean equal: 0%).
-  CHECK(row1.find(",15,0%,0%,0%,inf,") != std::string::npos);
-  CHECK(row0.find(",0%,") != std::string::npos);
+  // output: Norm 15 vs 0 -> L2norm diff 15, NormRelativeErr inf (Max/Min/Mean
+  // print the same: "0", as msprobe writes).
+  CHECK(row1.find(",0,0,0,15,0,0,0,inf,") != std::string::npos);
+  CHECK(row0.find(",0,0,0,0,0,0,0,0,") != std::string::npos);
 
   const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine.csv";
@@ -179,7 +253,8 @@ void csv_output() {
 }
 
 void run_all() {
-  relative_errors();
+  python_float_repr();
+  msprobe_cells();
   flattening();
   format_errors_name_the_place();
   verdict_rules();

@@ -11,10 +11,10 @@
 // copies the staging bytes into a new host buffer and hands it to the writer.
 // No Python runs per replay.
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "capture/capture_mode.h"
+#include "engine/devices_used.h"
+#include "writer/device_thread.h"
 #include "writer/immortal.h"
 #include "writer/save_target.h"
 #include "writer/writer.h"
@@ -34,12 +36,17 @@ namespace {
 
 // --------------------------------------------------------------- eager
 
+// The writer thread's CUDA calls (see writer/device_thread.h).
+struct CudaThreadOps {
+  void set_device(int device) { C10_CUDA_CHECK(cudaSetDevice(device)); }
+  void relax_capture_mode() { capture::relax_this_thread(); }
+};
+
 // The completion of an eager device-to-host copy. Polled (never waited on)
-// by the writer thread; destroyed there too, which is an ordinary CUDA call
-// on an ordinary thread.
+// by the writer thread; destroyed there too, after prepare_thread().
 class EventReady final : public writer::DeviceReady {
  public:
-  explicit EventReady(cudaStream_t stream) {
+  EventReady(cudaStream_t stream, int device) : device_(device) {
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     const cudaError_t err = cudaEventRecord(event_, stream);
     if (err != cudaSuccess) {
@@ -50,6 +57,12 @@ class EventReady final : public writer::DeviceReady {
   EventReady(const EventReady&) = delete;
   EventReady& operator=(const EventReady&) = delete;
   ~EventReady() override { (void)cudaEventDestroy(event_); }
+
+  void prepare_thread() override {
+    thread_local writer::DeviceThread<CudaThreadOps> thread;
+    CudaThreadOps ops;
+    thread.enter(device_, ops);
+  }
 
   bool done() override {
     const cudaError_t err = cudaEventQuery(event_);
@@ -62,6 +75,7 @@ class EventReady final : public writer::DeviceReady {
   }
 
  private:
+  const int device_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -75,7 +89,7 @@ void save_eager(const at::Tensor& x, const writer::SaveTarget& target, cudaStrea
   // allocator keeps the block until that copy is done.
   job.tensor = at::empty(x.sizes(), x.options().device(c10::kCPU).pinned_memory(true));
   job.tensor.copy_(x, /*non_blocking=*/true);
-  job.ready = std::make_unique<EventReady>(stream);
+  job.ready = std::make_unique<EventReady>(stream, x.device().index());
   job.file = target.numbered ? w.next_file(target.path) : target.path;
   w.submit(std::move(r), std::move(job));
 }
@@ -158,10 +172,11 @@ void save_tensor_cuda(const at::Tensor& x, const SaveTarget& target) {
   TORCH_CHECK(x.layout() == c10::kStrided, "graphprobe.acl_save: only dense (strided) tensors can be saved, got a ",
               x.layout(), " tensor");
   const c10::cuda::CUDAGuard guard(x.device());
+  note_device_used(x.device().index());
   // The autograd fallback leaves grad mode on: copies made here must not join
   // the autograd graph, nor be saved with requires_grad.
   const at::Tensor v = x.detach();
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (capture::stream_is_capturing(stream)) {
     save_captured(v, target, stream);
   } else {

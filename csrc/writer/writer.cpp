@@ -228,6 +228,7 @@ void Writer::run() {
         break;
       }
       try {
+        entry->job.ready->prepare_thread();
         if (entry->job.ready->done()) {
           chosen = entry;
           break;

@@ -52,6 +52,11 @@ enum class Producer { kHost, kDeviceCallback };
 class DeviceReady {
  public:
   virtual ~DeviceReady() = default;
+  // Called on the writer thread before done(), and so before any device call
+  // the writer makes for this job (done(), destroying this object, freeing
+  // the job's pinned memory). The CUDA kind makes the job's device current
+  // and relaxes the thread's capture mode (writer/device_thread.h).
+  virtual void prepare_thread() {}
   // Non-blocking: whether the copy has finished. Throws on a device error.
   virtual bool done() = 0;
 };

@@ -96,20 +96,32 @@ def acl_save(x: torch.Tensor, path: str | os.PathLike) -> torch.Tensor:
 save = acl_save
 
 
+def _devices_to_synchronize() -> list[int]:
+    """The CUDA devices graphprobe used in this process (a record table or a
+    saved tensor on them), ascending; empty while CUDA is not initialised.
+
+    Only these: synchronising every visible device would create a CUDA
+    context (~0.5 GB) on each one, in every rank process, and fails on a
+    device in EXCLUSIVE_PROCESS mode that another rank holds.
+    """
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return []
+    return [int(d) for d in _C.cuda_devices_used()]
+
+
 def _synchronize_cuda() -> None:
     # Replays still queued on a device have not run their host callbacks yet;
     # waiting for the devices makes flush() cover them.
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        for device in range(torch.cuda.device_count()):
-            torch.cuda.synchronize(device)
+    for device in _devices_to_synchronize():
+        torch.cuda.synchronize(device)
 
 
 def flush() -> None:
     """Waits until every file graphprobe queued so far (acl_save files and
     dump.json documents) is written.
 
-    Synchronises the CUDA devices in use (so that graph replays still queued
-    have handed over their data), then waits for the writer. Raises
+    Synchronises the CUDA devices graphprobe used (so that graph replays
+    still queued have handed over their data), then waits for the writer. Raises
     :data:`WriteError` (an ``OSError``) naming the files that could not be
     written since the previous ``flush()``; later saves are unaffected.
     """

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import graphprobe
-from graphprobe.saving import DEFAULT_WRITE_BUDGET, set_write_budget, writer_stats
+from graphs import replay_save_under_budget
 
 
 def _load(path) -> torch.Tensor:
@@ -104,19 +104,7 @@ def test_every_replay_writes_a_file_without_python_per_replay(tmp_path):
 
 def test_replays_wait_for_the_budget_and_drop_nothing(tmp_path):
     n = (4 << 20) // 4  # 4 MiB per replay
-    x = torch.zeros(n, device="cuda")
-    torch.cuda.synchronize()
-    g = _capture(lambda: graphprobe.acl_save(x + 0, tmp_path / "b.pt"))
-    set_write_budget(8 << 20)
-    try:
-        writer_stats(reset_peak=True)
-        for i in range(12):
-            x.fill_(float(i))
-            g.replay()
-        graphprobe.flush()
-        peak = writer_stats()["peak_bytes_in_flight"]
-    finally:
-        set_write_budget(DEFAULT_WRITE_BUDGET)
+    peak = replay_save_under_budget(str(tmp_path), n, budget=8 << 20, replays=12)
     assert peak <= 8 << 20
     assert _files(tmp_path, "b") == [f"b_{i}.pt" for i in range(12)]
     for i in range(12):

@@ -85,6 +85,9 @@ def test_two_replays_between_steps_are_reported(write_config, read_step, tmp_pat
 
 
 def _compiled_steps_match_eager(write_config, read_step, tmp_path, **compile_kwargs):
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     base = make_transformer().cuda()
     ref_model = copy.deepcopy(base)
     recorder = ReferenceRecorder(ref_model)
@@ -103,6 +106,9 @@ def _compiled_steps_match_eager(write_config, read_step, tmp_path, **compile_kwa
         ref_model(tokens)
         _check(read_step(str(tmp_path / "dump"), step)["data"], recorder.entries, 1e-4, step)
     dumper.stop()
+    if compile_kwargs.get("mode") == "reduce-overhead":
+        # Otherwise the steps above ran without CUDA graphs and proved nothing about them.
+        assert not counters["inductor"].get("cudagraph_skips"), dict(counters["inductor"])
 
 
 @torch.no_grad()

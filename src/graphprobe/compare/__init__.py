@@ -57,7 +57,8 @@ class Thresholds:
       input, or above ``warning_pct`` when that is 0;
     * ``warning_pct`` is also what the first-divergence search calls bad;
     * outputs at or below ``noise_pct`` never get the ratio warning: that is
-      rounding noise (graphprobe's addition; msprobe flags it).
+      rounding noise (graphprobe's addition, applied only with
+      ``graphprobe_verdicts=True``; msprobe flags it).
 
     Tensor dumps only (msprobe's real-data rules; values, not percentages):
 
@@ -99,6 +100,7 @@ def compare_pair(
     fuzzy: bool = False,
     thresholds: Thresholds = Thresholds(),
     top: int = 10,
+    graphprobe_verdicts: bool = False,
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
@@ -107,7 +109,7 @@ def compare_pair(
     from graphprobe.compare.report import ROW_LIMIT, render_html
 
     eng = _engine()
-    options = eng.CompareOptions(fuzzy=fuzzy, **asdict(thresholds))
+    options = eng.CompareOptions(fuzzy=fuzzy, graphprobe_verdicts=graphprobe_verdicts, **asdict(thresholds))
     try:
         result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
@@ -155,6 +157,7 @@ def compare(
     html: bool = True,
     jobs: int | None = None,
     progress: bool = True,
+    graphprobe_verdicts: bool = False,
 ) -> CompareRun:
     """Compares TARGET (the run under test) against BENCH (the reference).
 
@@ -168,6 +171,9 @@ def compare(
         html: write the HTML report too.
         jobs: worker processes (default: one per pair, at most the CPU count).
         progress: show a progress bar on stderr when several pairs run.
+        graphprobe_verdicts: let graphprobe's additions decide Result too
+            (rows without a partner get "unmatched", the noise floor
+            applies); by default Result is exactly msprobe's verdict.
 
     Raises:
         PairingError: TARGET/BENCH are not dumps or cannot be paired.
@@ -181,7 +187,7 @@ def compare(
     for p in pairing.pairs:
         csv_path, html_path = _file_names(p, out, pairing.by_step, stamp)
         tasks.append((p, csv_path, html_path if html else None))
-    kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top)
+    kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts)
     bar = ProgressBar(len(tasks), enabled=progress)
     workers = min(len(tasks), jobs if jobs else (os.cpu_count() or 1))
     outcomes: list[PairOutcome] = []

@@ -54,8 +54,12 @@ def register(subparsers: Any) -> None:
                    help="warning rule: output above X times the largest input (default: %(default)s)")
     p.add_argument("--warning-pct", type=_pct, default=10.0, metavar="PCT",
                    help="warning rule when inputs are exact; first-divergence threshold (default: %(default)s)")
+    p.add_argument("--graphprobe-verdicts", action="store_true",
+                   help="let graphprobe's additions decide Result: rows without a partner are 'unmatched' and "
+                        "--noise-pct applies (default: Result is msprobe's verdict)")
     p.add_argument("--noise-pct", type=_pct, default=0.001, metavar="PCT",
-                   help="outputs at or below this never get the ratio warning (default: %(default)s)")
+                   help="with --graphprobe-verdicts: outputs at or below this never get the ratio warning "
+                        "(default: %(default)s)")
     p.add_argument("--cosine-input-min", type=_pct, default=0.9, metavar="C",
                    help="tensor dumps: warning when every input Cosine is above C ... (default: %(default)s)")
     p.add_argument("--cosine-drop", type=_pct, default=0.1, metavar="D",
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             html=not args.no_report,
             jobs=args.jobs or None,
             progress=not args.quiet,
+            graphprobe_verdicts=args.graphprobe_verdicts,
         )
     except (PairingError, OSError) as e:
         print(f"graphprobe compare: error: {e}", file=sys.stderr)

@@ -5,16 +5,25 @@ keyword gets a forward pre-hook (positional and keyword inputs) and a forward
 hook (outputs). Records are named ``Module.{path}.{ClassName}.forward.{n}``;
 the root model is not listed. Hooks are added before compile or capture, so
 dynamo traces them inline and the probe ops become part of the graph.
+
+Each record also carries the module's own parameters (not its children's)
+in msprobe's ``parameters`` part, probed with the inputs: a changed weight
+then explains a changed output in compare, as it does for msprobe's dumps.
+
+Keyword inputs are recorded in the order of the module's ``forward``
+signature (extra ``**kwargs`` keys after them, sorted by name), because
+dynamo may hand a hook the keywords in another order than eager mode does.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from graphprobe.wiring.probe import matches, probe_inputs, probe_output
+from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
 
 __all__ = ["ModuleWiring"]
 
@@ -31,9 +40,10 @@ class ModuleWiring:
             cls = type(module).__name__
             if not matches(f"{path}.{cls}", keywords):
                 continue
-            entry = f"Module.{path}.{cls}.forward.{{n}}"
+            entry = safe_text(f"Module.{path}.{cls}.forward.{{n}}")
             self.entries.append(entry)
-            self._handles.append(module.register_forward_pre_hook(_pre_hook(entry), with_kwargs=True))
+            pre_hook = _pre_hook(entry, _keyword_order(module))
+            self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
             self._handles.append(module.register_forward_hook(_post_hook(entry), with_kwargs=True))
 
     def remove(self) -> None:
@@ -43,9 +53,23 @@ class ModuleWiring:
         self._handles.clear()
 
 
-def _pre_hook(entry: str) -> Any:
+def _keyword_order(module: torch.nn.Module) -> tuple[str, ...]:
+    """The parameter names of ``module.forward``, in signature order."""
+    try:
+        return tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def _pre_hook(entry: str, names: tuple[str, ...]) -> Any:
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        probe_inputs(entry, args, kwargs)
+        if len(kwargs) > 1:
+            ordered = {name: kwargs[name] for name in names if name in kwargs}
+            for name in sorted(k for k in kwargs if k not in ordered):
+                ordered[name] = kwargs[name]
+            kwargs = ordered
+        parameters = {name: p for name, p in module._parameters.items() if p is not None}
+        probe_inputs(entry, args, kwargs, parameters)
 
     return hook
 

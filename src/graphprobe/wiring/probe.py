@@ -1,11 +1,22 @@
-"""Turns one part of a call (its positional inputs, keyword inputs or output)
-into probe ops, one per tensor.
+"""Turns one part of a call (its inputs when it opens, its output when it
+closes) into probe ops, one per tensor, each carrying the part's identity.
 
 This code runs in eager mode on every call, and under ``torch.compile`` or
 CUDA graph capture once, while tracing or capturing: it only *inserts*
 ``graphprobe::record_stats``; the op itself then runs on every execution.
-It is written for dynamo to trace without graph breaks: plain recursion over
-tuples, lists and dicts, and string building from constants.
+
+Identity is fixed here, at insertion, never rebuilt from the order in which
+a backend later runs the probes (inductor reorders ops without a data
+dependency): :func:`_register` describes the part to the engine — the places
+of its tensors, its non-tensor values — and gets a *site* id; every probe of
+the part carries ``(site, index)``. While dynamo traces, ``_register`` is
+executed for real (``assume_constant_result``) and its result becomes a
+constant of the graph, so compiled code keeps the ids of its trace. See
+csrc/identity/call_registry.h for how calls are paired, numbered and
+ordered.
+
+The walk is written for dynamo to trace without graph breaks: plain
+recursion over tuples, lists and dicts, building tuples of constants.
 """
 
 from __future__ import annotations
@@ -14,60 +25,128 @@ from typing import Any
 
 import torch
 
-from graphprobe._ops import record_stats
+from graphprobe._ops import _C, record_stats
+
+__all__ = ["MAX_DEPTH", "as_output_tuple", "matches", "probe_inputs", "probe_output", "safe_text"]
+
+MAX_DEPTH = 32
+"""Nesting levels of tuples, lists and dicts the walk descends into; a value
+deeper than that is recorded by its type only (no tensor probed inside)."""
 
 # Non-tensor leaves whose values are written into dump.json.
 _VALUE_TYPES = (bool, int, float, str, type(None))
-_RECORD_SEP = "\x1e"
-_FIELD_SEP = "\x1f"
+
+# How a part was inserted (csrc/identity/call_registry.h, InsertMode).
+_EAGER, _TRACED, _CAPTURED = 0, 1, 2
+
+_Place = tuple[str, ...]
+_Leaf = tuple[_Place, int, str, Any]
 
 
-def _walk(value: Any, path: str, tensors: list[tuple[str, torch.Tensor]], extras: list[str]) -> None:
+def safe_text(s: str) -> str:
+    """``s`` with lone surrogates escaped (``\\udc80``): they cannot be
+    encoded as UTF-8 and must not make a wired model fail."""
+    if s.isascii():
+        return s
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _walk(
+    value: Any, place: _Place, depth: int, tensors: list[torch.Tensor], places: list[_Place], orders: list[int],
+    leaves: list[_Leaf],
+) -> None:
+    order = len(orders) + len(leaves)  # argument order across tensors and leaves
     if isinstance(value, torch.Tensor):
-        tensors.append((path, value))
+        tensors.append(value)
+        places.append(place)
+        orders.append(order)
+    elif depth >= MAX_DEPTH and isinstance(value, (tuple, list, dict)):
+        leaves.append((place, order, type(value).__name__, None))
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
-            _walk(item, f"{path}.{i}", tensors, extras)
+            _walk(item, place + (str(i),), depth + 1, tensors, places, orders, leaves)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _walk(item, f"{path}.{key}", tensors, extras)
+            _walk(item, place + (safe_text(str(key)),), depth + 1, tensors, places, orders, leaves)
+    elif isinstance(value, str):
+        leaves.append((place, order, type(value).__name__, safe_text(value)))
     elif isinstance(value, _VALUE_TYPES):
-        extras.append(f"{path}{_FIELD_SEP}{type(value).__name__}{_FIELD_SEP}{value}")
+        leaves.append((place, order, type(value).__name__, value))
     else:
-        extras.append(f"{path}{_FIELD_SEP}{type(value).__name__}{_FIELD_SEP}")
+        leaves.append((place, order, type(value).__name__, None))
 
 
-def probe_parts(entry: str, parts: tuple[tuple[str, Any], ...]) -> None:
-    """Inserts a probe for every tensor of the given parts of one call.
+def _mode() -> int:
+    if torch.compiler.is_compiling():
+        return _TRACED
+    if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        return _CAPTURED
+    return _EAGER
 
-    ``entry`` is the record name template with ``{n}`` for the call index;
-    ``parts`` pairs ``input_args``/``input_kwargs``/``output`` with a tuple,
-    list or dict. The non-tensor leaves of all the parts travel with the first
-    probe, so a part without any tensor (``x.sum(dim=0)``'s kwargs) keeps them.
-    """
-    tensors: list[tuple[str, torch.Tensor]] = []
-    extras: list[str] = []
+
+def _trace_program() -> int:
+    """The engine's number for the trace under way: one per dynamo trace, so
+    that the calls of one compiled graph are ordered by their positions."""
+    ctx = torch._guards.TracingContext.try_get()
+    if ctx is None:
+        return int(_C.new_program())
+    program = getattr(ctx, "_graphprobe_program", None)
+    if program is None:
+        program = int(_C.new_program())
+        ctx._graphprobe_program = program  # type: ignore[attr-defined]
+    return program
+
+
+@torch._dynamo.assume_constant_result
+def _register(
+    opening: bool, entry: str, places: tuple[_Place, ...], orders: tuple[int, ...], requires_grad: tuple[bool, ...],
+    leaves: tuple[_Leaf, ...], mode: int,
+) -> int:
+    """Registers one part of a call and returns its site. Executed (not
+    traced) by dynamo, once per trace: its result is a constant of the graph."""
+    program = _trace_program() if mode == _TRACED else 0
+    register = _C.open_call if opening else _C.close_call
+    return int(register(entry, places, orders, requires_grad, leaves, mode, program))
+
+
+def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> None:
+    tensors: list[torch.Tensor] = []
+    places: list[_Place] = []
+    orders: list[int] = []
+    leaves: list[_Leaf] = []
     for part, value in parts:
         if isinstance(value, dict):
             for key, item in value.items():
-                _walk(item, f"{part}.{key}", tensors, extras)
+                _walk(item, (part, safe_text(str(key))), 1, tensors, places, orders, leaves)
         else:
             for i, item in enumerate(value):
-                _walk(item, f"{part}.{i}", tensors, extras)
-    first = True
-    for place, tensor in tensors:
-        record_stats(tensor, entry, place, tensor.requires_grad, _RECORD_SEP.join(extras) if first else "")
-        first = False
+                _walk(item, (part, str(i)), 1, tensors, places, orders, leaves)
+    requires_grad = tuple(t.requires_grad for t in tensors)
+    mode = _mode()
+    site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode)
+    if mode == _TRACED:
+        for i, tensor in enumerate(tensors):
+            record_stats(tensor, site, i)  # graph nodes: they run on every execution
+    elif tensors:
+        _C.record_part(site, tensors)  # runs now: one call, no dispatcher per tensor
 
 
-def probe_inputs(entry: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Probes a call's positional and keyword inputs."""
-    probe_parts(entry, (("input_args", args), ("input_kwargs", kwargs)))
+def probe_inputs(
+    entry: str, args: tuple[Any, ...], kwargs: dict[str, Any], parameters: dict[str, Any] | None = None
+) -> None:
+    """Opens a call of ``entry`` (a name template with ``{n}`` for the call
+    index) and probes its positional and keyword inputs, and a module's own
+    ``parameters`` (msprobe's ``parameters`` part) when given."""
+    parts: tuple[tuple[str, Any], ...] = (("input_args", args), ("input_kwargs", kwargs))
+    if parameters is not None:
+        parts += (("parameters", parameters),)
+    _probe(True, entry, parts)
 
 
 def probe_output(entry: str, output: Any) -> None:
-    """Probes a call's output (a single value is listed as a one-element list)."""
-    probe_parts(entry, (("output", as_output_tuple(output)),))
+    """Closes the latest open call of ``entry`` and probes its output (a
+    single value is listed as a one-element list)."""
+    _probe(False, entry, (("output", as_output_tuple(output)),))
 
 
 def as_output_tuple(output: Any) -> Any:

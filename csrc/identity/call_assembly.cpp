@@ -1,0 +1,107 @@
+#include "identity/call_assembly.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <tuple>
+
+namespace graphprobe {
+namespace {
+
+using When = std::pair<double, double>;
+// (is static, program or site, captured, instance): the rows of one run.
+using RunKey = std::tuple<bool, int64_t, bool, int64_t>;
+// (call, captured, instance): the rows of one call.
+using InstanceKey = std::tuple<int64_t, bool, int64_t>;
+// (run's first write, insertion position): program order.
+using OrderKey = std::pair<When, int64_t>;
+
+RunKey run_of(const Site& s, int64_t site_id, bool captured, int64_t instance) {
+  return s.is_static ? RunKey{true, s.program, captured, instance} : RunKey{false, site_id, captured, instance};
+}
+
+struct Instance {
+  const Call* call = nullptr;
+  bool captured = false;
+  int64_t instance = 0;
+  std::vector<ExecutedRow*> rows;
+  OrderKey start, end;
+  int64_t n = 0;
+};
+
+}  // namespace
+
+std::vector<CallRecord> assemble_calls(const CallRegistry& registry, std::vector<ExecutedRow> rows) {
+  std::map<RunKey, When> run_start;
+  std::map<InstanceKey, Instance> instances;
+  for (ExecutedRow& r : rows) {
+    const Site* s = registry.site(r.site);
+    if (s == nullptr || r.index < 0 || r.index >= static_cast<int64_t>(s->layout.places.size())) continue;
+    const Call* c = registry.call(s->call);
+    if (c == nullptr) continue;
+    auto [it, fresh] = run_start.try_emplace(run_of(*s, r.site, r.captured, r.instance), r.when);
+    if (!fresh) it->second = std::min(it->second, r.when);
+    Instance& inst = instances[InstanceKey{s->call, r.captured, r.instance}];
+    inst.call = c;
+    inst.captured = r.captured;
+    inst.instance = r.instance;
+    inst.rows.push_back(&r);
+  }
+
+  // Where a part of an instance stands in program order, when known: its run
+  // wrote something in this step (an input part without tensors still has a
+  // place when another probe of its program ran).
+  auto part_key = [&](int64_t site_id, const Instance& inst) -> std::optional<OrderKey> {
+    const Site* s = registry.site(site_id);
+    if (s == nullptr) return std::nullopt;
+    auto it = run_start.find(run_of(*s, site_id, inst.captured, inst.instance));
+    if (it == run_start.end()) return std::nullopt;
+    return OrderKey{it->second, s->position};
+  };
+
+  std::vector<Instance*> all;
+  all.reserve(instances.size());
+  for (auto& kv : instances) {
+    Instance& inst = kv.second;
+    const std::optional<OrderKey> in = part_key(inst.call->input_site, inst);
+    const std::optional<OrderKey> out = part_key(inst.call->output_site, inst);
+    inst.start = in ? *in : *out;  // one of them holds this instance's rows
+    inst.end = out ? *out : *in;
+    all.push_back(&inst);
+  }
+
+  // Ties (never expected: runs have distinct first writes, static parts
+  // distinct positions) fall back to the map's deterministic order.
+  std::stable_sort(all.begin(), all.end(), [](const Instance* a, const Instance* b) { return a->start < b->start; });
+  std::map<std::string, int64_t> counts;
+  for (Instance* inst : all) inst->n = counts[inst->call->entry]++;
+  std::stable_sort(all.begin(), all.end(), [](const Instance* a, const Instance* b) { return a->end < b->end; });
+
+  std::vector<CallRecord> calls;
+  calls.reserve(all.size());
+  for (Instance* inst : all) {
+    CallRecord rec;
+    rec.name = entry_name(inst->call->entry, inst->n);
+    std::sort(inst->rows.begin(), inst->rows.end(), [&](const ExecutedRow* a, const ExecutedRow* b) {
+      const bool ao = registry.site(a->site)->is_output, bo = registry.site(b->site)->is_output;
+      return std::make_pair(ao, a->index) < std::make_pair(bo, b->index);
+    });
+    for (ExecutedRow* r : inst->rows) {
+      const PartLayout& layout = registry.site(r->site)->layout;
+      const size_t i = static_cast<size_t>(r->index);
+      TensorRow t = std::move(r->row);
+      t.place = layout.places[i];
+      t.order = i < layout.place_order.size() ? layout.place_order[i] : 0;
+      t.requires_grad = i < layout.requires_grad.size() && layout.requires_grad[i];
+      rec.tensors.push_back(std::move(t));
+    }
+    for (int64_t site_id : {inst->call->input_site, inst->call->output_site})
+      if (const Site* s = registry.site(site_id); s != nullptr && registry.is_current(*s))
+        rec.leaves.insert(rec.leaves.end(), s->layout.leaves.begin(), s->layout.leaves.end());
+    calls.push_back(std::move(rec));
+  }
+  return calls;
+}
+
+}  // namespace graphprobe

@@ -1,0 +1,232 @@
+// Record identity: calls paired, numbered and ordered from their sites, the
+// same whatever order the probes ran in.
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "identity/call_assembly.h"
+#include "identity/call_registry.h"
+
+using graphprobe::CallRecord;
+using graphprobe::CallRegistry;
+using graphprobe::ExecutedRow;
+using graphprobe::InsertMode;
+using graphprobe::PartLayout;
+
+namespace {
+
+const std::string kParent = "Module.blk.Block.forward.{n}";
+const std::string kChild = "Module.blk.fc.Linear.forward.{n}";
+
+PartLayout part(const std::string& entry, const std::string& name, int tensors) {
+  PartLayout p;
+  p.entry = entry;
+  for (int i = 0; i < tensors; ++i) {
+    p.places.push_back({name, std::to_string(i)});
+    p.place_order.push_back(i);
+    p.requires_grad.push_back(false);
+  }
+  return p;
+}
+
+// One executed probe: `when` is the order in which the backend ran it.
+ExecutedRow probe(int64_t site, int64_t index, double when, int64_t instance = 0, bool captured = false) {
+  ExecutedRow r;
+  r.site = site;
+  r.index = index;
+  r.when = {0, when};
+  r.instance = instance;
+  r.captured = captured;
+  r.row.numel = 1;
+  r.row.max = when;  // lets a check see which execution a record holds
+  return r;
+}
+
+std::vector<std::string> names(const std::vector<CallRecord>& calls) {
+  std::vector<std::string> out;
+  for (const auto& c : calls) out.push_back(c.name);
+  return out;
+}
+
+// The parent opens, its child runs twice, the parent closes; `mode` says how
+// the parts were inserted. Returns the sites in program order.
+std::vector<int64_t> wire_block(CallRegistry& reg, InsertMode mode, int64_t program) {
+  std::vector<int64_t> sites;
+  sites.push_back(reg.open(part(kParent, "input_args", 1), mode, program));
+  for (int i = 0; i < 2; ++i) {
+    sites.push_back(reg.open(part(kChild, "input_args", 1), mode, program));
+    sites.push_back(reg.close(part(kChild, "output", 1), mode, program));
+  }
+  sites.push_back(reg.close(part(kParent, "output", 1), mode, program));
+  return sites;
+}
+
+const std::vector<std::string> kBlockOrder = {"Module.blk.fc.Linear.forward.0", "Module.blk.fc.Linear.forward.1",
+                                              "Module.blk.Block.forward.0"};
+
+void eager_calls_follow_execution() {
+  CallRegistry reg;
+  const auto sites = wire_block(reg, InsertMode::kEager, 0);
+  std::vector<ExecutedRow> rows;
+  for (size_t i = 0; i < sites.size(); ++i) rows.push_back(probe(sites[i], 0, static_cast<double>(i)));
+  const auto calls = assemble_calls(reg, rows);
+  CHECK(names(calls) == kBlockOrder);
+  CHECK_EQ(calls[0].tensors.size(), size_t{2});
+  CHECK_EQ(calls[0].tensors[0].max, 1.0);  // the first child's input ran second
+  // The next step reuses the same eager calls: ids stay bounded.
+  reg.end_step();
+  const auto again = wire_block(reg, InsertMode::kEager, 0);
+  CHECK(again == sites);
+}
+
+void static_calls_ignore_the_schedule() {
+  // Every permutation a scheduler could pick gives the same calls.
+  CallRegistry reg;
+  const auto sites = wire_block(reg, InsertMode::kTraced, reg.new_program());
+  std::mt19937 gen(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<double> when(sites.size());
+    for (size_t i = 0; i < when.size(); ++i) when[i] = static_cast<double>(i);
+    std::shuffle(when.begin(), when.end(), gen);
+    std::vector<ExecutedRow> rows;
+    for (size_t i = 0; i < sites.size(); ++i) rows.push_back(probe(sites[i], 0, when[i]));
+    const auto calls = assemble_calls(reg, rows);
+    CHECK(names(calls) == kBlockOrder);
+    // The second child call holds the rows of the second child sites.
+    CHECK_EQ(calls[1].tensors[0].max, when[3]);
+    CHECK_EQ(calls[1].tensors[1].max, when[4]);
+  }
+}
+
+void a_compiled_model_run_twice_numbers_as_eager() {
+  CallRegistry reg;
+  const auto sites = wire_block(reg, InsertMode::kTraced, reg.new_program());
+  // Two runs of the graph in one step; inside each run the scheduler reverses
+  // the probes. Instance k holds the k-th execution of each probe.
+  std::vector<ExecutedRow> rows;
+  double t = 0;
+  for (int64_t run = 0; run < 2; ++run)
+    for (size_t i = sites.size(); i-- > 0;) rows.push_back(probe(sites[i], 0, t++, run));
+  const auto calls = assemble_calls(reg, rows);
+  CHECK(names(calls) == (std::vector<std::string>{
+                            "Module.blk.fc.Linear.forward.0", "Module.blk.fc.Linear.forward.1",
+                            "Module.blk.Block.forward.0", "Module.blk.fc.Linear.forward.2",
+                            "Module.blk.fc.Linear.forward.3", "Module.blk.Block.forward.1"}));
+}
+
+void runs_of_different_graphs_keep_their_order() {
+  // A graph break: graph A opens the parent and runs the first child; graph B
+  // runs the second child and closes the parent. B was traced after A but a
+  // later step could run them in either order; runs are placed by their
+  // first write.
+  CallRegistry reg;
+  const int64_t a = reg.new_program(), b = reg.new_program();
+  const int64_t p_in = reg.open(part(kParent, "input_args", 1), InsertMode::kTraced, a);
+  const int64_t c1_in = reg.open(part(kChild, "input_args", 1), InsertMode::kTraced, a);
+  const int64_t c1_out = reg.close(part(kChild, "output", 1), InsertMode::kTraced, a);
+  const int64_t c2_in = reg.open(part(kChild, "input_args", 1), InsertMode::kTraced, b);
+  const int64_t c2_out = reg.close(part(kChild, "output", 1), InsertMode::kTraced, b);
+  const int64_t p_out = reg.close(part(kParent, "output", 1), InsertMode::kTraced, b);
+  const std::vector<ExecutedRow> rows = {probe(c1_out, 0, 1), probe(p_in, 0, 2), probe(c1_in, 0, 3),
+                                         probe(p_out, 0, 10), probe(c2_out, 0, 11), probe(c2_in, 0, 12)};
+  const auto calls = assemble_calls(reg, rows);
+  CHECK(names(calls) == kBlockOrder);
+  CHECK_EQ(calls[2].tensors.size(), size_t{2});  // the parent spans both graphs
+}
+
+void captured_executions_are_separate_calls() {
+  // One static call captured in two graphs (two batch sizes): each capture
+  // is its own instance; both replayed in one step give two calls.
+  CallRegistry reg;
+  const int64_t program = reg.new_program();
+  const int64_t in = reg.open(part(kChild, "input_args", 1), InsertMode::kTraced, program);
+  const int64_t out = reg.close(part(kChild, "output", 1), InsertMode::kTraced, program);
+  const std::vector<ExecutedRow> rows = {probe(out, 0, 1, 1, true), probe(in, 0, 2, 1, true),
+                                         probe(out, 0, 5, 0, true), probe(in, 0, 4, 0, true)};
+  const auto calls = assemble_calls(reg, rows);
+  CHECK(names(calls) == (std::vector<std::string>{"Module.blk.fc.Linear.forward.0", "Module.blk.fc.Linear.forward.1"}));
+  CHECK_EQ(calls[0].tensors[0].max, 2.0);  // capture 1 replayed first
+}
+
+void calls_with_different_tensor_counts_stay_apart() {
+  // `x * 2` (one tensor input) then `a * b` (two): each call has its own sites.
+  CallRegistry reg;
+  const std::string mul = "Tensor.__mul__.{n}.forward";
+  const int64_t a_in = reg.open(part(mul, "input_args", 1), InsertMode::kEager, 0);
+  const int64_t a_out = reg.close(part(mul, "output", 1), InsertMode::kEager, 0);
+  const int64_t b_in = reg.open(part(mul, "input_args", 2), InsertMode::kEager, 0);
+  const int64_t b_out = reg.close(part(mul, "output", 1), InsertMode::kEager, 0);
+  const auto calls = assemble_calls(
+      reg, {probe(a_in, 0, 0), probe(a_out, 0, 1), probe(b_in, 0, 2), probe(b_in, 1, 3), probe(b_out, 0, 4)});
+  CHECK(names(calls) == (std::vector<std::string>{"Tensor.__mul__.0.forward", "Tensor.__mul__.1.forward"}));
+  CHECK_EQ(calls[1].tensors.size(), size_t{3});
+}
+
+void mixed_halves_and_orphans() {
+  CallRegistry reg;
+  // A static open followed by an eager close (a hook run outside the graph):
+  // the close makes its own call instead of attaching to the static one.
+  const int64_t s_in = reg.open(part(kChild, "input_args", 1), InsertMode::kTraced, reg.new_program());
+  const int64_t e_out = reg.close(part(kChild, "output", 1), InsertMode::kEager, 0);
+  CHECK(reg.site(s_in)->call != reg.site(e_out)->call);
+  // The static call is still open for its own static close.
+  const int64_t s_out = reg.close(part(kChild, "output", 1), InsertMode::kTraced, 1);
+  CHECK_EQ(reg.site(s_in)->call, reg.site(s_out)->call);
+  // A close with nothing open (start() called inside a forward) still records.
+  const int64_t orphan = reg.close(part(kParent, "output", 1), InsertMode::kEager, 0);
+  const auto calls = assemble_calls(reg, {probe(orphan, 0, 0)});
+  CHECK(names(calls) == (std::vector<std::string>{"Module.blk.Block.forward.0"}));
+}
+
+void cleared_ids_are_never_reused() {
+  CallRegistry reg;
+  const int64_t before = reg.open(part(kChild, "input_args", 1), InsertMode::kTraced, reg.new_program());
+  reg.clear();
+  CHECK(reg.site(before) == nullptr);
+  const int64_t after = reg.open(part(kChild, "input_args", 1), InsertMode::kTraced, reg.new_program());
+  CHECK(after != before);
+  // Rows of an unknown site, or an index past the part's tensors, are left out.
+  const auto calls = assemble_calls(reg, {probe(before, 0, 0), probe(after, 5, 1)});
+  CHECK(calls.empty());
+}
+
+void leaves_come_from_both_parts() {
+  CallRegistry reg;
+  PartLayout in = part(kChild, "input_args", 1);
+  graphprobe::Leaf dim;
+  dim.place = {"input_args", "1"};
+  dim.type = "int";
+  dim.kind = graphprobe::Leaf::Kind::kInt;
+  dim.text = "-1";
+  in.leaves.push_back(dim);
+  const int64_t s_in = reg.open(in, InsertMode::kEager, 0);
+  const int64_t s_out = reg.close(part(kChild, "output", 1), InsertMode::kEager, 0);
+  auto calls = assemble_calls(reg, {probe(s_in, 0, 0), probe(s_out, 0, 1)});
+  CHECK_EQ(calls.size(), size_t{1});
+  CHECK_EQ(calls[0].leaves.size(), size_t{1});
+  // Next step, the same eager call closes without opening (the pre-hook was
+  // removed): last step's input leaves are not this step's.
+  reg.end_step();
+  const int64_t again = reg.close(part(kChild, "output", 1), InsertMode::kEager, 0);
+  calls = assemble_calls(reg, {probe(again, 0, 0)});
+  CHECK_EQ(calls.size(), size_t{1});
+  CHECK(calls[0].leaves.empty());
+}
+
+void run() {
+  eager_calls_follow_execution();
+  static_calls_ignore_the_schedule();
+  a_compiled_model_run_twice_numbers_as_eager();
+  runs_of_different_graphs_keep_their_order();
+  captured_executions_are_separate_calls();
+  calls_with_different_tensor_counts_stay_apart();
+  mixed_halves_and_orphans();
+  cleared_ids_are_never_reused();
+  leaves_come_from_both_parts();
+}
+
+}  // namespace
+
+GRAPHPROBE_TEST_MAIN(run)
