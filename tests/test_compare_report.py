@@ -155,11 +155,11 @@ def test_report_lists_every_row_sortable_filterable_searchable(tmp_path: Path) -
     assert 'data-axis-overlaps="0"' in dom, "y-axis labels overlap"
     assert re.search(r'<text class="axis"[^>]*>inf/nan</text>', dom) and re.search(r'>1e-8%</text>', dom)
     rows = rows_of(dom)
-    # Every row: 6 entries x (1 input + 1 output), the target-only entry's as unmatched.
+    # Every row: 6 entries x (1 input + 1 output), the target-only entry's too.
     assert len(rows) == 12 and not any(hidden for hidden, *_ in rows)
-    assert [r[1] for r in rows].count("unmatched") == 2
-    # Worst first: the two errors, then warnings/passes, unmatched last.
-    assert [r[1] for r in rows[:2]] == ["error", "error"] and rows[-1][1] == "unmatched"
+    # Worst first: the two errors, then warnings/passes; rows without a partner last.
+    assert [r[1] for r in rows[:2]] == ["error", "error"]
+    assert [r[2][0] for r in rows[-2:]] == ["Module.extra.ReLU.forward.0.input.0", "Module.extra.ReLU.forward.0.output.0"]
     assert "12 of 12 rows shown" in dom
 
     rows = rows_of(dump_dom(page, "#verdict=error&q=LAYERS.1"))
