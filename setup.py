@@ -8,7 +8,9 @@
   ships, so the build needs no extra package.
 
 Set ``GRAPHPROBE_FORCE_CPU=1`` to skip CUDA sources even when CUDA is present,
-and ``GRAPHPROBE_ONLY=engine|compare`` to build one module (development).
+and ``GRAPHPROBE_ONLY=engine|compare`` to build one module (development), or
+``none`` for none (``scripts/setup_env.sh`` installs the package that way and
+builds the modules in place, incrementally).
 """
 from __future__ import annotations
 
@@ -80,6 +82,8 @@ compare = Extension(
 )
 
 only = os.environ.get("GRAPHPROBE_ONLY")
+if only not in (None, "", "engine", "compare", "none"):
+    raise SystemExit(f"GRAPHPROBE_ONLY={only!r}: allowed are engine, compare or none")
 ext_modules = [e for e in (engine, compare) if not only or e.name.endswith(only.replace("engine", "_C"))]
 
 

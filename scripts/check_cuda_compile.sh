@@ -32,7 +32,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-$(command -v nvcc || true)}
-PY=${PYTHON:-python3}
+PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}  # scripts/setup_env.sh made .venv
 TORCH_INCLUDE_ROOT=${TORCH_INCLUDE_ROOT:-}
 WHEEL=""
 HOST=0

@@ -1,10 +1,107 @@
 #!/usr/bin/env bash
-# Installs what graphprobe needs on a fresh machine of this kind and builds it
-# from source against torch 2.13.0 (the CPU build on this disk). Idempotent.
+# Sets graphprobe up on a fresh machine, and does nothing that is already done
+# on the next run (a few seconds then):
+#  1. a project-local virtual environment, .venv (nothing is installed into
+#     the system Python; a torch 2.13.0 already there is reused, not copied);
+#  2. torch 2.13.0 (CPU build) and the test tools installed into it;
+#  3. graphprobe installed into it in editable mode (the `graphprobe` command);
+#  4. the two C++ modules built in place (src/graphprobe/*.so) in the
+#     persistent build/ folder: ninja recompiles only what changed, ccache is
+#     used when installed, and the build is skipped when no source, compiler
+#     input or torch changed since the last one. Progress: one line per file.
+# Environment: PYTHON (the interpreter that creates .venv, default python3),
+# MAX_JOBS (parallel compiles, default: CPU count), CFLAGS (default -g0),
+# GRAPHPROBE_FORCE_CPU=1.
+# Other scripts use .venv/bin/python after this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-# Pin torch: a bare 'torch' would pull a multi-GB CUDA build.
-$PY -m pip install -q --disable-pip-version-check "torch==2.13.0" "numpy" "pytest" "hypothesis" "setuptools>=64" "wheel" "ninja"
+VENV=.venv
+PY=$VENV/bin/python
+say() { echo "setup: $*" >&2; }
+
+# 1. The virtual environment. When the base interpreter already has this very
+# torch (2.13.0), the venv sees its site-packages instead of installing a
+# second copy (700 MB, a minute or two); everything is still installed into
+# .venv, nothing into the system Python.
+if [ ! -x "$PY" ]; then
+  BASE=${PYTHON:-python3}
+  opts=()
+  if "$BASE" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
+    opts=(--system-site-packages)
+    say "creating the virtual environment $VENV (reusing the torch 2.13.0 of $BASE)"
+  else
+    say "creating the virtual environment $VENV"
+  fi
+  if ! "$BASE" -m venv ${opts[@]+"${opts[@]}"} "$VENV" 2>"$VENV.log"; then
+    # Debian's python3 without python3-venv has no ensurepip: make the venv
+    # without pip and install pip into it with the base interpreter's pip.
+    rm -rf "$VENV"
+    "$BASE" -m venv ${opts[@]+"${opts[@]}"} --without-pip "$VENV"
+    "$BASE" -m pip --python "$PY" install -q pip \
+      || { say "cannot create $VENV: install python3-venv (Debian: apt-get install python3-venv)"; exit 1; }
+  fi
+  rm -f "$VENV.log"
+fi
+
+# 2. Dependencies, pinned: a bare 'torch' would pull a multi-GB CUDA build.
+# transformers (pinned; it does not depend on torch): third-party models for
+# the record-identity tests (tests/test_program_identity.py).
+DEPS=("torch==2.13.0" "numpy" "pytest" "hypothesis" "setuptools>=64" "wheel" "ninja" "transformers==4.57.1")
+deps_stamp=$VENV/.graphprobe-deps
+if [ "$(cat "$deps_stamp" 2>/dev/null)" != "${DEPS[*]}" ]; then
+  say "installing ${DEPS[*]} into $VENV (first run: a minute or two)"
+  "$PY" -m pip install -q --disable-pip-version-check "${DEPS[@]}"
+  echo "${DEPS[*]}" >"$deps_stamp"
+fi
+
+# 3. Editable install, without compiling (GRAPHPROBE_ONLY=none): the modules
+# are built in place below, where the editable install finds them.
 # --no-build-isolation: build against the torch above, never a freshly fetched one.
-MAX_JOBS=${MAX_JOBS:-2} $PY -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+if [ ! -x "$VENV/bin/graphprobe" ] || ! "$PY" - <<EOF 2>/dev/null
+import importlib.util, sys
+spec = importlib.util.find_spec("graphprobe")
+sys.exit(spec is None or not spec.origin.startswith("$PWD/src/"))
+EOF
+then
+  say "installing graphprobe (editable) into $VENV"
+  GRAPHPROBE_ONLY=none "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+fi
+
+# 4. The C++ modules. Without debug information unless CFLAGS says otherwise
+# (-g0 after Python's -g: a quarter less compile time; CFLAGS=-g keeps it).
+export CFLAGS=${CFLAGS:--g0}
+# The stamp covers everything the build reads.
+build_stamp=build/.graphprobe-build
+stamp=$( {
+  find csrc -type f ! -path 'csrc/tests/*' -print0 | sort -z | xargs -0 sha256sum
+  sha256sum setup.py
+  "$PY" -c "import sys, torch; print(sys.version, torch.__version__, torch.version.cuda)"
+  echo "FORCE_CPU=${GRAPHPROBE_FORCE_CPU:-} nvcc=$(command -v nvcc || true) CFLAGS=$CFLAGS"
+} | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$build_stamp" 2>/dev/null)" = "$stamp" ] && ls src/graphprobe/_C.*.so src/graphprobe/_compare.*.so >/dev/null 2>&1; then
+  say "C++ modules are up to date (build/ unchanged)"
+  exit 0
+fi
+if [ -d /usr/lib/ccache ]; then
+  export PATH=/usr/lib/ccache:$PATH  # compiler names that go through ccache
+  say "building the C++ modules with ccache"
+else
+  say "building the C++ modules (first time: several minutes on 2 cores; later: only what changed)"
+fi
+mkdir -p build
+log=build/setup-build.log
+: >"$log"
+# --force: setuptools' own up-to-date test ignores headers; ninja, which reads
+# the compiler's dependency files, decides what really needs compiling.
+MAX_JOBS=${MAX_JOBS:-$(nproc)} "$PY" setup.py build_ext --inplace --force >"$log" 2>&1 &
+pid=$!
+# One line per compiled file, from ninja's "[k/n] c++ ... -c /path/src.cpp" lines.
+tail -n +1 -f --pid=$pid "$log" 2>/dev/null \
+  | sed -un 's#^\[\([0-9]*/[0-9]*\)\].* -c \(-c \)\{0,1\}\([^ ]*\).*#  [\1] \3#p' | sed -u "s#$PWD/##" >&2 || true
+if ! wait $pid; then
+  say "build failed; the end of $log:"
+  tail -40 "$log" >&2
+  exit 1
+fi
+echo "$stamp" >"$build_stamp"
+say "built src/graphprobe/_C and _compare (log: $log)"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The test command: installs and builds (scripts/setup_env.sh), runs the C++
-# unit tests, then pytest (tests/gpu skips without CUDA).
+# The test command: sets up .venv and the build (scripts/setup_env.sh; a few
+# seconds once done), runs the C++ unit tests, the CUDA compile check (where
+# nvcc exists), then pytest (tests/gpu skips without CUDA; -rs prints why
+# each test was skipped). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
-if [ -x scripts/run_cpp_tests.sh ] || [ -f scripts/run_cpp_tests.sh ]; then
-  bash scripts/run_cpp_tests.sh
-fi
+bash scripts/run_cpp_tests.sh
 bash scripts/check_cuda_compile.sh
-python3 -m pytest tests -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest tests -q -rs -p no:cacheprovider "$@"

@@ -62,3 +62,15 @@ def _fresh_dynamo():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def hook_guards_off():
+    """dynamo as in a fresh process: no guards on module hooks until a
+    dumper's start() turns them on. ``config.patch`` restores the previous
+    value afterwards (pytest's monkeypatch would delete the attribute, which
+    torch's config module then hides)."""
+    import torch
+
+    with torch._dynamo.config.patch(skip_nnmodule_hook_guards=True):
+        yield

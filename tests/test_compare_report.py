@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import shutil
+import stat
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -15,9 +19,9 @@ from graphprobe.compare import compare
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 
 
-def dump_dom(page: Path) -> str:
+def dump_dom(page: Path, fragment: str = "") -> str:
     proc = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri() + fragment],
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -43,7 +47,7 @@ def test_report_renders_plot_and_first_divergence(tmp_path: Path) -> None:
     marker = re.search(r'<g id="first-divergence">.*?</g>', dom, re.S)
     assert marker and "Module.layers.1.Linear.forward.0" in marker.group(0)
     assert "First divergence: <code>Module.layers.1.Linear.forward.0</code>" in dom
-    assert re.search(r'<table id="worst">.*Module\.layers\.1\.Linear\.forward\.0\.output\.0', dom, re.S)
+    assert re.search(r'<table id="rows">.*Module\.layers\.1\.Linear\.forward\.0\.output\.0', dom, re.S)
 
 
 def test_report_without_divergence_and_many_entries(tmp_path: Path) -> None:
@@ -55,3 +59,128 @@ def test_report_without_divergence_and_many_entries(tmp_path: Path) -> None:
     assert 'id="first-divergence"' not in html and "No divergence found." in html
     assert html.count('<circle class="pt') == 2500  # buckets of 2
     assert "5000 entries, shown as 2500 buckets" in html
+
+
+class RowsTable(HTMLParser):
+    """The body rows of <table id="rows">: (hidden, result, [cell texts], [cell data-v])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[bool, str, list[str], list[str | None]]] = []
+        self._in_table = self._in_body = False
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "table" and a.get("id") == "rows":
+            self._in_table = True
+        elif self._in_table and tag == "tbody":
+            self._in_body = True
+        elif self._in_body and tag == "tr":
+            self.rows.append(("hidden" in a, a.get("data-result") or "", [], []))
+        elif self._in_body and tag == "td":
+            self._cell = []
+            self.rows[-1][3].append(a.get("data-v"))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None:
+            self.rows[-1][2].append("".join(self._cell))
+            self._cell = None
+        elif tag == "table":
+            self._in_table = self._in_body = False
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def rows_of(dom: str) -> list[tuple[bool, str, list[str], list[str | None]]]:
+    parser = RowsTable()
+    parser.feed(dom)
+    return parser.rows
+
+
+def _spread_dumps(tmp_path: Path) -> tuple[Path, Path]:
+    """Outputs whose errors span the whole axis: 1e-8 %, 0, 66.7 % (an error
+    with a long reason), NaN, plus one target-only entry (2 unmatched rows)."""
+    outputs = {  # entry -> (target norm, bench norm)
+        "layers.0": (3.0 * (1 + 1e-10), 3.0),
+        "layers.1": (5.0, 3.0),
+        "layers.2": (math.nan, 3.0),
+        "layers.3": (3.0, 3.0),
+        "layers.4": (3.0 * 1.000123456789, 3.0),
+    }
+    target, bench = {}, {}
+    for name, (t, b) in outputs.items():
+        key = f"Module.{name}.Linear.forward.0"
+        stats = {"mx": t, "mn": t, "mean": t} if math.isnan(t) else {}
+        target[key] = entry([tensor(2.0)], [tensor(t, **stats)])
+        bench[key] = entry([tensor(2.0)], [tensor(b)])
+    target["Module.extra.ReLU.forward.0"] = entry([tensor(1.0)], [tensor(1.0)])
+    return write_dump(tmp_path / "t.json", target), write_dump(tmp_path / "b.json", bench)
+
+
+def _significant_digits(number: str) -> int:
+    return len(number.split("e")[0].replace(".", "").lstrip("0"))
+
+
+def test_report_numbers_and_file_modes(tmp_path: Path) -> None:
+    t, b = _spread_dumps(tmp_path)
+    old = os.umask(0o022)
+    try:
+        run = compare(t, b, tmp_path / "out", progress=False)
+    finally:
+        os.umask(old)
+    (outcome,) = run.outcomes
+    html = outcome.report_path.read_text()
+    # 4 significant digits on the page; 66.666...% printed in full only in the CSV and the tooltips.
+    body = re.sub(r'(title|data-v)="[^"]*"', "", html.split('<table id="rows">')[1])
+    assert "66.67%" in body
+    for number in re.findall(r"\d+\.\d+(?:e[-+]?\d+)?", body):
+        assert _significant_digits(number) <= 4, number
+    assert "66.66666666666" in outcome.csv_path.read_text()
+    # One rule for every output file: 0640 files and 0750 folders (here with umask 022).
+    for path in (outcome.csv_path, outcome.report_path):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o750
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install chromium)")
+def test_report_lists_every_row_sortable_filterable_searchable(tmp_path: Path) -> None:
+    t, b = _spread_dumps(tmp_path)
+    run = compare(t, b, tmp_path / "out", progress=False)
+    page = run.outcomes[0].report_path
+
+    dom = dump_dom(page)
+    assert 'data-axis-overlaps="0"' in dom, "y-axis labels overlap"
+    assert re.search(r'<text class="axis"[^>]*>inf/nan</text>', dom) and re.search(r'>1e-8%</text>', dom)
+    rows = rows_of(dom)
+    # Every row: 6 entries x (1 input + 1 output), the target-only entry's too.
+    assert len(rows) == 12 and not any(hidden for hidden, *_ in rows)
+    # Worst first: the two errors, then warnings/passes; rows without a partner last.
+    assert [r[1] for r in rows[:2]] == ["error", "error"]
+    assert [r[2][0] for r in rows[-2:]] == ["Module.extra.ReLU.forward.0.input.0", "Module.extra.ReLU.forward.0.output.0"]
+    assert "12 of 12 rows shown" in dom
+
+    rows = rows_of(dump_dom(page, "#verdict=error&q=LAYERS.1"))
+    visible = [r[2][0] for r in rows if not r[0]]
+    assert visible == ["Module.layers.1.Linear.forward.0.output.0"]
+
+    rows = rows_of(dump_dom(page, "#sort=2&dir=asc"))  # NormRelativeErr, smallest first
+    keys = [float(r[3][2]) for r in rows]
+    assert keys == sorted(keys) and keys[0] == -math.inf and keys[-1] == math.inf  # N/A first, NaN last
+    rows = rows_of(dump_dom(page, "#sort=0&dir=asc"))  # by name
+    names = [r[2][0] for r in rows]
+    assert names == sorted(names, key=str.lower)
+
+
+def test_report_lists_the_worst_rows_when_there_are_too_many(tmp_path: Path, monkeypatch) -> None:
+    from graphprobe.compare import report
+
+    monkeypatch.setattr(report, "ROW_LIMIT", 3)
+    t, b = _spread_dumps(tmp_path)
+    run = compare(t, b, tmp_path / "out", progress=False)
+    html = run.outcomes[0].report_path.read_text()
+    rows = rows_of(html)
+    assert len(rows) == 3 and [r[1] for r in rows[:2]] == ["error", "error"]
+    assert "The 3 worst of 12 rows" in html

@@ -12,6 +12,7 @@ from models import make_transformer
 from reference import ReferenceRecorder, assert_stats_close, flatten_dump
 
 import graphprobe
+from graphprobe.dumper import DumperStateError
 from graphprobe.wiring.probe import probe_output
 
 STEPS = 3
@@ -215,7 +216,7 @@ def test_list_filter_and_stop_removes_wiring(write_config, read_step, tmp_path):
     assert names == expected
     dumper.stop()
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
-    with pytest.raises(graphprobe.dumper.DumperStateError, match="already called"):
+    with pytest.raises(DumperStateError, match="already called"):
         dumper.start(model)
 
 
@@ -223,7 +224,7 @@ def test_pid_folder_and_second_dumper(write_config, tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     first = graphprobe.AclGraphDumper(write_config())
     first.start(model)
-    with pytest.raises(graphprobe.dumper.DumperStateError, match="another AclGraphDumper"):
+    with pytest.raises(DumperStateError, match="another AclGraphDumper"):
         graphprobe.AclGraphDumper(write_config()).start(torch.nn.Sequential(torch.nn.ReLU()))
     model(torch.ones(1, 2))
     first.step()
@@ -231,12 +232,13 @@ def test_pid_folder_and_second_dumper(write_config, tmp_path):
     assert os.listdir(tmp_path / "dump" / "step0") == [f"pid{os.getpid()}"]
 
 
-def test_step_without_start_is_a_no_op(write_config, tmp_path):
-    graphprobe.AclGraphDumper(write_config()).step()
+def test_step_without_start_raises_and_writes_nothing(write_config, tmp_path):
+    with pytest.raises(DumperStateError):
+        graphprobe.AclGraphDumper(write_config()).step()
     assert not (tmp_path / "dump").exists()
 
 
-def test_compiled_unwired_twin_does_not_hide_the_probes(write_config, read_step, tmp_path):
+def test_compiled_unwired_twin_does_not_hide_the_probes(write_config, read_step, tmp_path, hook_guards_off):
     # Same class, compiled once unwired: without hook guards dynamo would
     # reuse that code for the wired instance and record nothing.
     plain, wired = make_transformer(), make_transformer()
@@ -244,7 +246,8 @@ def test_compiled_unwired_twin_does_not_hide_the_probes(write_config, read_step,
     with torch.no_grad():
         torch.compile(plain, backend="aot_eager")(tokens)
         dumper = graphprobe.AclGraphDumper(write_config())
-        dumper.start(wired)
+        with pytest.warns(RuntimeWarning, match="compiled before start"):
+            dumper.start(wired)
         torch.compile(wired, backend="aot_eager")(tokens)
         dumper.step()
         dumper.stop()

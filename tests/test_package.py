@@ -42,3 +42,14 @@ def test_record_stats_passes_opcheck():
     x = torch.randn(3, 4, requires_grad=True)
     result = torch.library.opcheck(torch.ops.graphprobe.record_stats.default, (x, 7, 0))
     assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_version_flag_prints_the_source_version():
+    import re
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, "-m", "graphprobe", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    # Read from the source text, not from the imported attribute.
+    want = re.search(r'^__version__ = "([^"]+)"$', Path(graphprobe.__file__).read_text(), re.M).group(1)
+    assert out.stdout.startswith(f"graphprobe {want} ("), out.stdout

@@ -13,6 +13,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+__version__ = "0.1.0"
+"""The package version (also what ``graphprobe --version`` prints)."""
+
 __all__ = [
     "AclGraphDumper",
     "ConfigError",

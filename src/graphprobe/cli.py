@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -40,7 +41,11 @@ def int_at_least(minimum: int):  # noqa: ANN201  (an argparse type)
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every subcommand registered."""
+    import graphprobe
+
     parser = argparse.ArgumentParser(prog="graphprobe", description="graphprobe: precision debugging in graph mode")
+    parser.add_argument("--version", action="version",
+                        version=f"graphprobe {graphprobe.__version__} ({os.path.dirname(graphprobe.__file__)})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for target in SUBCOMMANDS.values():

@@ -31,6 +31,8 @@ from graphprobe import _ops
 from graphprobe import saving as _saving  # noqa: F401  (its atexit hook writes pending dump.json files)
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
 from graphprobe.dump_folder import check_module_names, prepare_dump_path
+from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
+from graphprobe.output_files import make_dirs
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 
@@ -90,6 +92,7 @@ class AclGraphDumper:
         self._staging: str | None = None  # tensor task: where tensors wait for step()
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
+        self._warned_empty = False  # the "step recorded nothing" warning is given once
 
     @property
     def step_number(self) -> int:
@@ -102,9 +105,16 @@ class AclGraphDumper:
         Graphs captured before ``start()`` contain no probes and record
         nothing. For torch.compile, ``start()`` turns on dynamo's guards on
         module hooks (``torch._dynamo.config.skip_nnmodule_hook_guards =
-        False``, process-wide), so code compiled earlier is recompiled with the
-        probes instead of being silently reused.
+        False``, process-wide), so code compiled from then on is recompiled
+        with the probes instead of being silently reused; code that dynamo compiled
+        for the model's classes before that is dropped (so that it recompiles
+        with the probes) and reported with a warning.
+
+        ``model`` may be the ``OptimizedModule`` that ``torch.compile``
+        returns: its original module is wired, so records carry the eager
+        names (no ``_orig_mod.``) and match an eager dump.
         """
+        model = _unwrap_compiled(model)
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"AclGraphDumper.start: model must be a torch.nn.Module, got {type(model).__name__}")
         if self._started_once:
@@ -121,7 +131,8 @@ class AclGraphDumper:
         # an unwired instance of the same class would be reused for this one
         # and record nothing. Guarding on hooks (process-wide, a few more
         # guard checks per call) makes wired models compile their own graph.
-        torch._dynamo.config.skip_nnmodule_hook_guards = False
+        if guard_module_hooks():
+            _warn_compiled_before_start(model)
         check_module_names(model)
         # Absolute from here on: a later os.chdir() must not move the dump.
         self.config = dataclasses.replace(self.config, dump_path=prepare_dump_path(self.config.dump_path))
@@ -130,7 +141,7 @@ class AclGraphDumper:
             # names at step(); the folder is hidden inside dump_path so that
             # renames never cross file systems.
             self._staging = os.path.join(self.config.dump_path, f".staging_pid{os.getpid()}")
-            os.makedirs(self._staging, mode=0o750, exist_ok=True)
+            make_dirs(self._staging)
             _C.set_tensor_staging(self._staging)
         if self.config.level in ("L0", "mix"):
             self._wiring.append(ModuleWiring(model, self.config.keywords))
@@ -147,12 +158,22 @@ class AclGraphDumper:
         """Ends an iteration: writes this step's records and advances N.
 
         ``dump=False`` discards the records (warm-up and dummy runs) and does
-        not advance N. Does nothing when the dumper is not started.
+        not advance N. Does nothing on a rank that ``rank`` does not select or
+        after ``stop()``; raises :class:`DumperStateError` before ``start()``
+        (nothing is wired, so nothing could have been recorded). The first
+        step that records nothing while recording is on warns once, with the
+        likely cause.
         """
+        if not self._started_once:
+            raise DumperStateError(
+                "AclGraphDumper.step was called before start(model): nothing is wired, so nothing was recorded; "
+                "call dumper.start(model) before torch.compile / graph capture and the first iteration"
+            )
         if not isinstance(dump, bool):
             raise TypeError(f"AclGraphDumper.step: dump must be a bool, got {dump!r} ({type(dump).__name__})")
         if not self._active:
             return
+        recording = self._enabled
         if not dump:
             summary = _C.finish_step(None, self.config.task, self.config.level)
         else:
@@ -165,6 +186,8 @@ class AclGraphDumper:
         self._report(summary)
         if not dump:
             return
+        if recording and "error" not in summary:
+            self._warn_if_nothing_recorded(summary)
         if "error" in summary:
             self._lost_sync += summary["tensors"]
             raise DumpWriteError(
@@ -286,6 +309,49 @@ class AclGraphDumper:
                 RuntimeWarning,
                 stacklevel=3,
             )
+
+    def _warn_if_nothing_recorded(self, summary: dict[str, Any]) -> None:
+        if self._warned_empty or summary.get("entries", 0) or not self._wiring:
+            return
+        self._warned_empty = True
+        keywords = self.config.keywords
+        hint = f" or statistics.list {list(keywords)} matches nothing that ran" if keywords else ""
+        warnings.warn(
+            f"graphprobe: step {self._step - 1} recorded nothing although the model is wired and recording is on. "
+            "Likely cause: the model was compiled (torch.compile) or captured (CUDA graph) before start(), so the "
+            "code that ran has no probes; fix: call torch._dynamo.reset() (or capture again) after start(), or "
+            f"start() before compiling; also possible: the wired model did not run in this step{hint}. "
+            "(warned once per dumper)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _unwrap_compiled(model: Any) -> Any:
+    """The module inside ``torch.compile``'s ``OptimizedModule``: wiring it
+    keeps the eager record names, and the compiled wrapper traces its hooks."""
+    optimized = getattr(getattr(torch, "_dynamo", None), "OptimizedModule", None)
+    if optimized is not None and isinstance(model, optimized):
+        return model._orig_mod
+    return model
+
+
+def _warn_compiled_before_start(model: torch.nn.Module) -> None:
+    stale, dropped = drop_unguarded_compiled_forwards(model)
+    if not stale:
+        return
+    if dropped:
+        what = ("graphprobe dropped it, so the next compiled call recompiles with the probes (other instances of "
+                "these classes recompile once too)")
+    else:
+        what = "call torch._dynamo.reset() before start(), or compile only after start()"
+    warnings.warn(
+        f"graphprobe: start(): torch.compile held code compiled before start() for {', '.join(stale)}, without "
+        f"guards on module hooks: called through the same torch.compile wrapper it would run without probes and "
+        f"record nothing; {what}.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 GraphDumper = AclGraphDumper

@@ -37,6 +37,7 @@ from graphprobe.compare.outcome import CompareRun, PairOutcome, RowDigest
 from graphprobe.compare.output_names import claim_names, release_names
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, Unpaired, pair_paths
 from graphprobe.compare.summary import ProgressBar
+from graphprobe.output_files import make_dirs, write_text_atomic
 
 __all__ = [
     "CompareRun",
@@ -137,8 +138,8 @@ def compare_pair(
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
     one bad rank does not hide the others."""
-    from graphprobe.compare.outcome import digest_rows
-    from graphprobe.compare.report import render_html
+    from graphprobe.compare.outcome import digest_rows, report_rows
+    from graphprobe.compare.report import ROW_LIMIT, render_html
 
     eng = _engine()
     options = eng.CompareOptions(fuzzy=fuzzy, graphprobe_verdicts=graphprobe_verdicts, **asdict(thresholds))
@@ -150,11 +151,14 @@ def compare_pair(
         from graphprobe.compare.tensors import fill_tensor_metrics
 
         fill_tensor_metrics(result, pair.target.parent, pair.bench.parent, options)
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(csv_path.parent)
     result.write_csv(str(csv_path))
     worst, points = digest_rows(result, top)
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
-    del result  # the page needs none of the records: free them before it is built
+    # The page lists at most ROW_LIMIT rows: take them, then free the records
+    # before the page is built.
+    listed = report_rows(result, ROW_LIMIT) if report_path is not None else []
+    del result
     if report_path is not None:
         page = render_html(
             title=f"graphprobe compare {pair.label}",
@@ -163,12 +167,11 @@ def compare_pair(
             counts=counts,
             first_divergence=first_divergence,
             points=points,
-            worst=worst,
+            rows=listed,
+            total_rows=n_rows,
             thresholds={"warning": thresholds.warning_pct, "error (outputs)": thresholds.output_error_pct},
         )
-        tmp = report_path.with_name(report_path.name + f".tmp{os.getpid()}")
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, report_path)  # readers never see half a page
+        write_text_atomic(report_path, page)
     return PairOutcome(
         pair=pair,
         csv_path=csv_path,
@@ -219,7 +222,7 @@ def compare(
         check_path_text(what, path)
     pairing: Pairing = pair_paths(target, bench)
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     stamp = time.strftime("%Y%m%d%H%M%S")
     tasks = []
     for p in pairing.pairs:
@@ -254,7 +257,7 @@ def compare(
                     done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0], killed=True))
                 except MemoryError:
                     done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0]))
-                bar.advance(tasks[i][0].label)
+                bar.advance(tasks[i][0].label, i)
             outcomes = [done[i] for i in range(len(tasks))]
     for task, o in zip(tasks, outcomes):
         if o.error is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from graphprobe.compare.pairing import Pair, Unpaired
 
-__all__ = ["CompareRun", "EntryPoint", "PairOutcome", "RowDigest", "digest_rows", "SEVERITY"]
+__all__ = ["CompareRun", "EntryPoint", "PairOutcome", "RowDigest", "SEVERITY", "digest_rows", "report_rows", "row_digest"]
 
 # Order used to rank rows and entries; unmatched rows are not "worse" than an
 # error, and an entry is unmatched only when all its rows are.
@@ -87,29 +87,42 @@ class CompareRun:
         return sum(o.counts.get(result, 0) for o in self.outcomes)
 
 
+def row_digest(row: Any) -> RowDigest:
+    """One engine row (a ``RowView``) as a picklable digest."""
+    t, b = row.target_stats, row.bench_stats
+    tm = row.tensor_metrics
+    return RowDigest(
+        name=row.name,
+        entry=row.entry,
+        role=row.role,
+        result=row.result,
+        norm_rel_err_pct=row.norm_rel_err_pct,
+        target_norm=t[3] if t else None,
+        bench_norm=b[3] if b else None,
+        reasons=tuple(row.reasons),
+        cosine=tm[0],
+        max_abs_err=tm[2],
+    )
+
+
 def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint]]:
     """The ``top`` worst matched rows (by Result, then NormRelativeErr, NaN
     counting as worst) and the per-entry plot series, from an engine result.
     Both reductions run in C++; only their results cross into Python."""
-    worst = []
-    for row in result.worst_rows(max(top, 0)):
-        t, b = row.target_stats, row.bench_stats
-        tm = row.tensor_metrics
-        worst.append(
-            RowDigest(
-                name=row.name,
-                entry=row.entry,
-                role=row.role,
-                result=row.result,
-                norm_rel_err_pct=row.norm_rel_err_pct,
-                target_norm=t[3] if t else None,
-                bench_norm=b[3] if b else None,
-                reasons=tuple(row.reasons),
-                cosine=tm[0],
-                max_abs_err=tm[2],
-            )
-        )
+    worst = [row_digest(row) for row in result.worst_rows(max(top, 0))]
     # Made one by one in C++ (slotted, verdict strings shared): a large
     # compare's digest stays small next to its records (issue 17).
     points = result.entry_points(EntryPoint)
     return worst, points
+
+
+def report_rows(result: Any, limit: int) -> list[RowDigest]:
+    """The rows the HTML report lists, worst first: every row (unmatched ones
+    last) when there are at most ``limit``, else the ``limit`` worst matched
+    rows (the CSV has them all)."""
+    if len(result) > limit:
+        return [row_digest(row) for row in result.worst_rows(limit)]
+    # The engine's worst-first order for matched rows, then unmatched rows in CSV order.
+    rank = {row.index: k for k, row in enumerate(result.worst_rows(len(result)))}
+    rows = sorted(result.rows, key=lambda row: (rank.get(row.index, len(rank)), row.index))
+    return [row_digest(row) for row in rows]

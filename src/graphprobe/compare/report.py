@@ -2,8 +2,14 @@
 
 The page plots, along execution order, each target entry's relative error
 (its largest output NormRelativeErr) on a log axis, coloured by verdict, with
-the first divergence marked, and lists the worst rows. The plot is static
-inline SVG; a few lines of inline script only add hover details.
+the first divergence marked, and lists the rows (worst first) in a table that
+can be sorted by any column, filtered by verdict and searched by name. The
+plot is static inline SVG; inline script adds hover details and the table
+controls. The table's state can be set from the address:
+``report.html#verdict=error,warning&q=layers.1&sort=norm&dir=desc``.
+
+Numbers show 4 significant digits (the full value is the cell's tooltip);
+the CSV keeps full precision.
 """
 
 from __future__ import annotations
@@ -12,24 +18,20 @@ import html
 import math
 from collections.abc import Sequence
 
+from graphprobe.compare.numbers import short, short_pct, shorten_numbers
 from graphprobe.compare.outcome import SEVERITY, EntryPoint, RowDigest
 
-__all__ = ["render_html", "COLOURS"]
+__all__ = ["render_html", "COLOURS", "ROW_LIMIT"]
 
 COLOURS = {"pass": "#2e7d32", "warning": "#f9a825", "error": "#c62828", "unmatched": "#9e9e9e"}
 _MAX_POINTS = 4000  # more entries are bucketed, keeping each bucket's worst
 _W, _H = 1000, 380
 _LEFT, _RIGHT, _TOP, _BOTTOM = 70, 20, 20, 50
-
-
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "N/A"
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return f"{v:.4g}%"
+_BAND = 30  # px for the "0" and "inf/nan" bands: room for their labels apart from the decades'
+_LABEL_GAP = 12  # px: decade labels closer than this to a band label are left out
+# Rows listed in the page (all of a typical L0 comparison; the worst ones of a
+# larger one, whose CSV has them all): each costs ~0.1 ms and ~400 bytes.
+ROW_LIMIT = 5000
 
 
 def _bucket(points: Sequence[EntryPoint]) -> list[EntryPoint]:
@@ -56,7 +58,7 @@ def _plot(points: Sequence[EntryPoint], thresholds: dict[str, float]) -> str:
     lo, hi = min(lo, -3), max(hi, 2, math.ceil(math.log10(max(thresholds.values(), default=1) or 1)))
     # Bands below and above the decades: 0 at the bottom, inf/nan at the top.
     plot_h = _H - _TOP - _BOTTOM
-    band = 18
+    band = _BAND
     span_h = plot_h - 2 * band
     x_span = _W - _LEFT - _RIGHT
     n = max(len(points), 1)
@@ -76,12 +78,18 @@ def _plot(points: Sequence[EntryPoint], thresholds: dict[str, float]) -> str:
         f'viewBox="0 0 {_W} {_H}" role="img" aria-label="relative error per entry">',
         f'<rect x="{_LEFT}" y="{_TOP}" width="{x_span}" height="{plot_h}" fill="#fafafa" stroke="#ccc"/>',
     ]
+    # Many decades would crowd the axis: label every k-th one.
+    step = max(1, math.ceil((hi - lo + 1) * 14 / span_h))
     for d in range(lo, hi + 1):
         yy = y(10.0**d)
         parts.append(f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#e0e0e0"/>')
-        parts.append(f'<text x="{_LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" font-size="11">1e{d}%</text>')
-    parts.append(f'<text x="{_LEFT - 6}" y="{y(0) + 4:.1f}" text-anchor="end" font-size="11">0</text>')
-    parts.append(f'<text x="{_LEFT - 6}" y="{y(math.inf) + 4:.1f}" text-anchor="end" font-size="11">inf/nan</text>')
+        near_band = min(abs(yy - y(0)), abs(yy - y(math.inf))) < _LABEL_GAP
+        if (d - lo) % step == 0 and not near_band:
+            parts.append(f'<text class="axis" x="{_LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" font-size="11">'
+                         f"1e{d}%</text>")
+    parts.append(f'<text class="axis" x="{_LEFT - 6}" y="{y(0) + 4:.1f}" text-anchor="end" font-size="11">0</text>')
+    parts.append(f'<text class="axis" x="{_LEFT - 6}" y="{y(math.inf) + 4:.1f}" text-anchor="end" '
+                 'font-size="11">inf/nan</text>')
     for name, v in thresholds.items():
         if v > 0:
             yy = y(v)
@@ -101,7 +109,7 @@ def _plot(points: Sequence[EntryPoint], thresholds: dict[str, float]) -> str:
     for k, p in enumerate(points):
         v = p.value
         yy = y(0.0 if v is None else (math.inf if math.isnan(v) else v))
-        title = html.escape(f"#{p.index} {p.entry}: {_fmt(v)} ({p.result})")
+        title = html.escape(f"#{p.index} {p.entry}: {short_pct(v)} ({p.result})")
         parts.append(
             f'<circle class="pt {p.result}" cx="{x(k):.1f}" cy="{yy:.1f}" r="3.5" fill="{COLOURS[p.result]}" '
             f'data-entry="{html.escape(p.entry)}"><title>{title}</title></circle>'
@@ -114,6 +122,36 @@ def _plot(points: Sequence[EntryPoint], thresholds: dict[str, float]) -> str:
     return "\n".join(parts)
 
 
+def _num_cell(v: float | None, text: str) -> str:
+    """A numeric cell: short text, the full value as tooltip, a sort key
+    (N/A lowest, nan highest)."""
+    if v is None:
+        return '<td data-v="-Infinity">N/A</td>'
+    key = "Infinity" if math.isnan(v) else repr(v).replace("inf", "Infinity")
+    return f'<td data-v="{key}" title="{v!r}">{text}</td>'  # numbers: nothing to escape
+
+
+def _cosine(v: float | None) -> str:
+    # Cosines that matter sit just below 1, where 4 significant digits would
+    # print 1: six decimals keep 0.999995 apart from 1.
+    return "N/A" if v is None else "nan" if math.isnan(v) else f"{v:.6f}"
+
+
+def _table_row(r: RowDigest, tensor: bool) -> str:
+    esc = html.escape
+    cells = [
+        f"<td>{esc(r.name)}</td>",
+        f'<td data-v="{SEVERITY[r.result]}">{esc(r.result)}</td>',
+        _num_cell(r.norm_rel_err_pct, short_pct(r.norm_rel_err_pct)),
+        _num_cell(r.target_norm, short(r.target_norm)),
+        _num_cell(r.bench_norm, short(r.bench_norm)),
+    ]
+    if tensor:
+        cells += [_num_cell(r.cosine, _cosine(r.cosine)), _num_cell(r.max_abs_err, short(r.max_abs_err))]
+    cells.append(f"<td>{esc('; '.join(shorten_numbers(x) for x in r.reasons))}</td>")
+    return f'<tr class="{esc(r.result)}" data-result="{esc(r.result)}">{"".join(cells)}</tr>'
+
+
 def render_html(
     *,
     title: str,
@@ -122,11 +160,13 @@ def render_html(
     counts: dict[str, int],
     first_divergence: str | None,
     points: Sequence[EntryPoint],
-    worst: Sequence[RowDigest],
+    rows: Sequence[RowDigest],
+    total_rows: int,
     thresholds: dict[str, float],
 ) -> str:
-    """The whole page as a string; ``thresholds`` maps a label to a
-    percentage drawn as a dashed line."""
+    """The whole page as a string. ``rows`` are listed worst first (of
+    ``total_rows`` in the CSV); ``thresholds`` maps a label to a percentage
+    drawn as a dashed line."""
     esc = html.escape
     shown = _bucket(points)
     legend = " ".join(
@@ -138,16 +178,19 @@ def render_html(
         else '<p id="first-divergence-text">No divergence found.</p>'
     )
     note = f"<p>{len(points)} entries, shown as {len(shown)} buckets (worst of each).</p>" if len(shown) < len(points) else ""
+    listed = (f"All {total_rows} rows, worst first (by verdict, then NormRelativeErr)." if len(rows) >= total_rows
+              else f"The {len(rows)} worst of {total_rows} rows (by verdict, then NormRelativeErr); the CSV has all.")
     # Tensor dumps: the data's Cosine and MaxAbsErr too.
-    tensor = any(r.cosine is not None or r.max_abs_err is not None for r in worst)
-    tensor_head = "<th>Cosine</th><th>MaxAbsErr</th>" if tensor else ""
-    rows = "\n".join(
-        f'<tr class="{esc(r.result)}"><td>{esc(r.name)}</td><td>{esc(r.result)}</td>'
-        f"<td>{_fmt(r.norm_rel_err_pct)}</td><td>{_fmt_num(r.target_norm)}</td><td>{_fmt_num(r.bench_norm)}</td>"
-        + (f"<td>{_fmt_num(r.cosine, 10)}</td><td>{_fmt_num(r.max_abs_err)}</td>" if tensor else "")
-        + f"<td>{esc('; '.join(r.reasons))}</td></tr>"
-        for r in worst
+    tensor = any(r.cosine is not None or r.max_abs_err is not None for r in rows)
+    heads = ["Row", "Result", "NormRelativeErr", "Target norm", "Bench norm"]
+    heads += ["Cosine", "MaxAbsErr"] if tensor else []
+    heads += ["Reasons"]
+    head = "".join(f'<th data-col="{k}" title="click to sort">{h}</th>' for k, h in enumerate(heads))
+    filters = " ".join(
+        f'<label><input type="checkbox" class="verdict" value="{k}" checked> {k} ({counts.get(k, 0)})</label>'
+        for k in COLOURS
     )
+    body = "\n".join(_table_row(r, tensor) for r in rows)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>{esc(title)}</title>
@@ -157,8 +200,14 @@ code {{ background: #f3f3f3; padding: 1px 4px; }}
 .chip {{ display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; border-radius: 50%; }}
 table {{ border-collapse: collapse; font-size: 13px; }}
 td, th {{ border: 1px solid #ddd; padding: 3px 6px; text-align: left; }}
+th {{ cursor: pointer; background: #f5f5f5; user-select: none; }}
+th[data-dir="asc"]::after {{ content: " \\25B2"; }}
+th[data-dir="desc"]::after {{ content: " \\25BC"; }}
 tr.error td:nth-child(2) {{ color: {COLOURS["error"]}; font-weight: bold; }}
 tr.warning td:nth-child(2) {{ color: #b7791f; font-weight: bold; }}
+tr.unmatched td {{ color: #777; }}
+#controls {{ margin: 8px 0; }}
+#controls label {{ margin-right: 10px; }}
 #hover {{ min-height: 1.2em; font-family: monospace; }}
 </style></head>
 <body>
@@ -171,11 +220,14 @@ tr.warning td:nth-child(2) {{ color: #b7791f; font-weight: bold; }}
 {note}
 {_plot(shown, thresholds)}
 <div id="hover"></div>
-<h2>Worst rows</h2>
-<table id="worst"><thead><tr><th>Row</th><th>Result</th><th>NormRelativeErr</th><th>Target norm</th>
-<th>Bench norm</th>{tensor_head}<th>Reasons</th></tr></thead>
+<h2>Rows</h2>
+<p>{listed} Click a column to sort; numbers show 4 significant digits (hover for the full value).</p>
+<div id="controls">{filters}
+<label>name contains <input type="search" id="row-search" placeholder="e.g. layers.1"></label>
+<span id="row-count"></span></div>
+<table id="rows"><thead><tr>{head}</tr></thead>
 <tbody>
-{rows}
+{body}
 </tbody></table>
 <script>
 (function () {{
@@ -184,16 +236,65 @@ tr.warning td:nth-child(2) {{ color: #b7791f; font-weight: bold; }}
   svg.querySelectorAll("circle.pt").forEach(function (c) {{
     c.addEventListener("mouseenter", function () {{ hover.textContent = c.querySelector("title").textContent; }});
   }});
-  // Read back by tests: proves the page was laid out and scripted.
+  var tbody = document.querySelector("#rows tbody");
+  var heads = document.querySelectorAll("#rows th");
+  var boxes = document.querySelectorAll("input.verdict");
+  var search = document.getElementById("row-search");
+  var count = document.getElementById("row-count");
+  function filter() {{
+    var q = search.value.toLowerCase(), on = {{}}, shown = 0;
+    boxes.forEach(function (b) {{ on[b.value] = b.checked; }});
+    Array.prototype.forEach.call(tbody.rows, function (tr) {{
+      var visible = on[tr.dataset.result] && tr.cells[0].textContent.toLowerCase().indexOf(q) >= 0;
+      tr.hidden = !visible;
+      if (visible) shown++;
+    }});
+    count.textContent = shown + " of " + tbody.rows.length + " rows shown";
+  }}
+  function key(tr, col) {{
+    var cell = tr.cells[col];
+    return cell.dataset.v !== undefined ? Number(cell.dataset.v) : cell.textContent.toLowerCase();
+  }}
+  function sortBy(col, dir) {{
+    var sign = dir === "asc" ? 1 : -1;
+    var rows = Array.prototype.slice.call(tbody.rows);
+    rows.sort(function (a, b) {{
+      var x = key(a, col), y = key(b, col);
+      return x < y ? -sign : x > y ? sign : 0;
+    }});
+    rows.forEach(function (tr) {{ tbody.appendChild(tr); }});
+    heads.forEach(function (th) {{ th.removeAttribute("data-dir"); }});
+    heads[col].setAttribute("data-dir", dir);
+  }}
+  heads.forEach(function (th, col) {{
+    th.addEventListener("click", function () {{
+      sortBy(col, th.getAttribute("data-dir") === "desc" ? "asc" : "desc");
+    }});
+  }});
+  boxes.forEach(function (b) {{ b.addEventListener("change", filter); }});
+  search.addEventListener("input", filter);
+  // State from the address: #verdict=error,warning&q=name&sort=COLUMN-INDEX&dir=asc|desc
+  var params = new URLSearchParams(location.hash.slice(1));
+  if (params.has("verdict")) {{
+    var wanted = params.get("verdict").split(",");
+    boxes.forEach(function (b) {{ b.checked = wanted.indexOf(b.value) >= 0; }});
+  }}
+  if (params.has("q")) search.value = params.get("q");
+  if (params.has("sort") && heads[Number(params.get("sort"))]) {{
+    sortBy(Number(params.get("sort")), params.get("dir") === "asc" ? "asc" : "desc");
+  }}
+  filter();
+  // Read back by tests: the page was laid out and scripted, and no two axis
+  // labels overlap.
+  var labels = Array.prototype.map.call(svg.querySelectorAll("text.axis"), function (t) {{ return t.getBBox(); }});
+  var overlaps = 0;
+  for (var i = 0; i < labels.length; i++)
+    for (var j = i + 1; j < labels.length; j++)
+      if (labels[i].y < labels[j].y + labels[j].height && labels[j].y < labels[i].y + labels[i].height) overlaps++;
+  document.body.setAttribute("data-axis-overlaps", String(overlaps));
   document.body.setAttribute("data-plot-width", String(Math.round(svg.getBoundingClientRect().width)));
   document.body.setAttribute("data-points", String(svg.querySelectorAll("circle.pt").length));
 }})();
 </script>
 </body></html>
 """
-
-
-def _fmt_num(v: float | None, digits: int = 6) -> str:
-    if v is None:
-        return "N/A"
-    return f"{v:.{digits}g}"

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import math
+import os
 import sys
 from typing import TextIO
 
 from graphprobe._text import terminal_safe
+from graphprobe.compare.numbers import short_pct, shorten_numbers
 from graphprobe.compare.outcome import CompareRun
 
 __all__ = ["ProgressBar", "cross_rank_lines", "format_summary"]
 
 _RESULTS = ("pass", "warning", "error", "unmatched")
-
-
-def _pct(v: float | None) -> str:
-    if v is None:
-        return "N/A"
-    if not math.isfinite(v):
-        return "nan" if math.isnan(v) else "inf"
-    return f"{v:.4g}%"
+WORST_ORDER = "by verdict (error, warning, pass), then by NormRelativeErr, largest first"
 
 
 def format_summary(run: CompareRun, top: int) -> str:
-    """Counts per verdict per pair, each pair's first divergence and its
-    ``top`` worst rows, then what had no partner and what failed."""
+    """One table (counts per verdict and the first divergence of each pair),
+    the ``top`` worst rows of the first pair that diverges (of the first pair
+    when none does), where the files are, and what had no partner."""
     lines: list[str] = []
     width = max([len(o.pair.label) for o in run.outcomes] + [4])
     lines.append(f"{'pair':<{width}}  " + "  ".join(f"{r:>9}" for r in _RESULTS) + "  first divergence")
@@ -35,25 +30,44 @@ def format_summary(run: CompareRun, top: int) -> str:
         counts = "  ".join(f"{o.counts.get(r, 0):>9}" for r in _RESULTS)
         lines.append(f"{o.pair.label:<{width}}  {counts}  {o.first_divergence or '-'}")
     lines.extend(cross_rank_lines(run))
-    for o in run.outcomes:
-        if o.error is not None or not o.worst or top <= 0:
-            continue
-        lines.append("")
-        lines.append(f"{o.pair.label}: first divergence: {o.first_divergence or 'none'}")
-        lines.append(f"{o.pair.label}: {len(o.worst)} worst rows:")
-        for r in o.worst:
-            reason = f"  ({r.reasons[0]})" if r.reasons else ""
-            lines.append(f"  {r.result:<8} {_pct(r.norm_rel_err_pct):>10}  {r.name}{reason}")
-        if o.csv_path:
-            lines.append(f"  csv: {o.csv_path}")
-        if o.report_path:
-            lines.append(f"  report: {o.report_path}")
+    lines.extend(_worst_lines(run, top))
+    lines.extend(_file_lines(run))
     if run.unpaired:
         lines.append("")
         lines.append("without a partner:")
         for u in run.unpaired:
             lines.append(f"  {u.side}: {u.what}  ({u.path})")
     return "\n".join(terminal_safe(line) for line in lines)  # names come from the dumps: no escapes reach the terminal
+
+
+def _worst_lines(run: CompareRun, top: int) -> list[str]:
+    read = [o for o in run.outcomes if o.error is None and o.worst]
+    if not read or top <= 0:
+        return []
+    shown = next((o for o in read if o.first_divergence), read[0])
+    lines = ["", f"worst rows of {shown.pair.label} ({WORST_ORDER}):"]
+    for r in shown.worst[:top]:
+        reason = f"  ({shorten_numbers(r.reasons[0])})" if r.reasons else ""
+        lines.append(f"  {r.result:<9} {short_pct(r.norm_rel_err_pct):>10}  {r.name}{reason}")
+    if len(read) > 1:
+        lines.append(f"  (the other {len(read) - 1} pairs: in their CSV and HTML report)")
+    return lines
+
+
+def _file_lines(run: CompareRun) -> list[str]:
+    written = [o for o in run.outcomes if o.csv_path is not None]
+    if not written:
+        return []
+    root = str(run.output_dir)
+
+    def rel(path: os.PathLike[str] | None) -> str:
+        return "-" if path is None else os.path.relpath(path, root)
+
+    lines = ["", f"files (under {root}):"]
+    width = max(len(o.pair.label) for o in written)
+    for o in written:
+        lines.append(f"  {o.pair.label:<{width}}  {rel(o.csv_path)}  {rel(o.report_path)}")
+    return lines
 
 
 def cross_rank_lines(run: CompareRun) -> list[str]:
@@ -84,8 +98,11 @@ def cross_rank_lines(run: CompareRun) -> list[str]:
 
 
 class ProgressBar:
-    """``[#####.....] 3/8 step0/rank2`` on one line of stderr; silent for a
-    single item or when disabled."""
+    """``[#####.....] 3/8 step0/rank2`` redrawn on one line of a terminal.
+    When the stream is not a terminal (a log file) it writes plain lines
+    without carriage returns, ``2/8 step0/rank1 done``, in item order: an item
+    that finishes early is reported once those before it are done. Silent
+    for a single item or when disabled."""
 
     def __init__(self, total: int, *, enabled: bool = True, stream: TextIO | None = None, width: int = 30) -> None:
         self.total = total
@@ -93,15 +110,27 @@ class ProgressBar:
         self.enabled = enabled and total > 1
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
+        isatty = getattr(self.stream, "isatty", None)
+        self.interactive = bool(isatty and isatty())
+        self._finished: dict[int, str] = {}
+        self._reported = 0  # items reported as lines, in order
 
-    def advance(self, label: str = "") -> None:
-        """Marks one more item done and redraws."""
+    def advance(self, label: str = "", index: int | None = None) -> None:
+        """Marks item ``index`` (default: the next one in order), called
+        ``label``, done and reports it."""
+        label = terminal_safe(label)
+        self._finished[self.done if index is None else index] = label
         self.done += 1
         if not self.enabled:
             return
-        filled = self.width * self.done // max(self.total, 1)
-        label = terminal_safe(label)
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} {label:<30.30}")
-        if self.done >= self.total:
-            self.stream.write("\n")
+        if self.interactive:
+            filled = self.width * self.done // max(self.total, 1)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
+                              f"{label:<30.30}")
+            if self.done >= self.total:
+                self.stream.write("\n")
+        else:
+            while self._reported in self._finished:
+                self._reported += 1
+                self.stream.write(f"{self._reported}/{self.total} {self._finished[self._reported - 1]} done\n")
         self.stream.flush()

@@ -44,11 +44,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     compare_run = result.compare
     print(format_summary(compare_run, 5))
-    print(f"\nreference (eager):    {result.bench_dir}")
-    print(f"under test ({result.graph_mode}): {result.target_dir}")
-    for o in compare_run.outcomes:
-        print(f"{o.pair.label}: CSV {o.csv_path}\n{' ' * len(o.pair.label)}  report {o.report_path}")
-    print(f"\nfirst divergence: {result.first_divergence or 'none'}")
+    print(f"\ndumps: reference (eager) {result.bench_dir}, under test ({result.graph_mode}) {result.target_dir}")
+    print(f"first divergence: {result.first_divergence or 'none'}")
     if result.faulty_entry_prefix:
         found = bool(result.first_divergence and result.first_divergence.startswith(result.faulty_entry_prefix))
         print(f"injected fault: {args.inject_fault} -> {'found' if found else 'NOT found'} as the first divergence")

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from graphprobe.demo.model import build_demo_model, demo_inputs
+from graphprobe.output_files import make_dirs, write_text_atomic
 
 __all__ = ["DemoOptions", "DemoResult", "parse_fault", "run_demo"]
 
@@ -72,8 +73,7 @@ def _resolve_device(device: str) -> torch.device:
 
 
 def _write_config(path: str, dump_path: str, level: str) -> str:
-    with open(path, "w") as f:
-        json.dump({"task": "statistics", "dump_path": dump_path, "level": level, "rank": []}, f)
+    write_text_atomic(path, json.dumps({"task": "statistics", "dump_path": dump_path, "level": level, "rank": []}))
     return path
 
 
@@ -139,7 +139,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
         raise ValueError(f"--level: got {options.level!r}; allowed: L0, L1, mix")
     device = _resolve_device(options.device)
     graph_mode = "cuda-graph" if device.type == "cuda" else "torch.compile"
-    os.makedirs(options.out, exist_ok=True)
+    make_dirs(options.out)
     out = os.path.abspath(options.out)
     bench_dir, target_dir = os.path.join(out, "eager"), os.path.join(out, "graph")
     base = build_demo_model().to(device)
