@@ -49,6 +49,24 @@ if [ -z "$NVCC" ]; then
   echo "check_cuda_compile: no nvcc, skipped"
   exit 0
 fi
+# The default check (this torch's headers) is skipped when nothing it reads
+# changed since it last passed: the second run of scripts/test.sh then starts
+# pytest within seconds. CUDA_CHECK_FORCE=1 (or deleting the stamp) reruns it.
+stamp_file=build/.graphprobe-cuda-check
+stamp=""
+if [ -z "$WHEEL" ] && [ -z "$TORCH_INCLUDE_ROOT" ] && [ "$HOST" = 0 ]; then
+  stamp=$( {
+    find csrc -type f -print0 | sort -z | xargs -0 sha256sum
+    sha256sum setup.py "$0"
+    "$NVCC" --version
+    $PY -c "import torch; print(torch.__version__)"
+    echo "${CUDA_CHECK_STDS:-}"
+  } | sha256sum | cut -d' ' -f1)
+  if [ "${CUDA_CHECK_FORCE:-0}" != 1 ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
+    echo "check_cuda_compile: sources unchanged since the last passing check, skipped (CUDA_CHECK_FORCE=1 reruns it)"
+    exit 0
+  fi
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -162,3 +180,7 @@ done
 [ "$ptx_bad" = 0 ] || exit 1
 echo "check_cuda_compile: PTX of the statistics kernels has no flush-to-zero instruction"
 echo "check_cuda_compile: $n CUDA sources compile (${STDS// /, }) against torch ${TORCH_VERSION:-?} with $("$NVCC" --version | tail -1)"
+if [ -n "$stamp" ]; then
+  mkdir -p build
+  echo "$stamp" >"$stamp_file"
+fi
