@@ -337,13 +337,17 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 _FIXES_TEXT = """What closes the remaining gaps. dump.json is written by the writer thread (step() costs the
-collection and the JSON text) and the float32/bf16/fp16 kernel is an AVX2 single pass, so on small models
-the overhead is now dominated by the fixed cost per probe (the dispatcher call with its string arguments,
-~4-5 us, about torch.sum's own fixed cost) and, in eager mode, the Python hooks: fewer probe calls (one op
-per module call for all of its tensors instead of one per tensor) would remove most of it. Strided inputs
-are read in place (the transposed row of the micro-benchmark). The "hooks" goal cannot be met on a CPU: a host read there
-is no device synchronisation, so the hook-and-`.item()` way costs little more than its four vectorised
-reductions; it is judged on a GPU, where each read stalls the device."""
+collection and the JSON text) and the float32/bf16/fp16 kernel is an AVX2 single pass. The probe op takes
+two integers (a site registered when the probe was inserted, and the tensor's index) instead of three
+strings, which brought its fixed cost to about torch.sum's own on a tiny tensor; in eager mode one call per
+call part hands all of its tensors to the engine without the dispatcher. L0 records also carry each
+module's own parameters (msprobe's `parameters` part), which adds a record per weight and bias and a read
+of every weight per call: the "records" column counts them, and the hooks baseline records them too. On
+small models the rest is the Python hooks themselves (eager) and the fusion barrier each opaque probe puts
+into compiled code (compiled); statistics fused into the compiled producers would remove the second.
+Strided inputs are read in place (the transposed row of the micro-benchmark). The "hooks" goal cannot be met
+on a CPU: a host read there is no device synchronisation, so the hook-and-`.item()` way costs little more
+than its four vectorised reductions; it is judged on a GPU, where each read stalls the device."""
 
 
 def write(results: dict[str, Any], out_dir: str) -> tuple[str, str]:
