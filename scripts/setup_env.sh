@@ -10,7 +10,8 @@
 #     used when installed, and the build is skipped when no source, compiler
 #     input or torch changed since the last one. Progress: one line per file.
 # Environment: PYTHON (the interpreter that creates .venv, default python3),
-# MAX_JOBS (parallel compiles, default: CPU count), CFLAGS (default -g0),
+# MAX_JOBS (parallel compiles, default: CPU count), CFLAGS (default
+# "-g0 -DNDEBUG -O3 -fwrapv"),
 # GRAPHPROBE_FORCE_CPU=1.
 # Other scripts use .venv/bin/python after this.
 set -euo pipefail
@@ -68,8 +69,11 @@ then
 fi
 
 # 4. The C++ modules. Without debug information unless CFLAGS says otherwise
-# (-g0 after Python's -g: a quarter less compile time; CFLAGS=-g keeps it).
-export CFLAGS=${CFLAGS:--g0}
+# (-g0: a quarter less compile time). CFLAGS replaces Python's own compile
+# flags, so the default restates the ones a `pip install` build gets
+# (-DNDEBUG -O3 -fwrapv): tests run what users run. CFLAGS="-g -O1" gives a
+# build with torch's debug-only assertions on.
+export CFLAGS=${CFLAGS:--g0 -DNDEBUG -O3 -fwrapv}
 # The stamp covers everything the build reads.
 build_stamp=build/.graphprobe-build
 stamp=$( {

@@ -88,9 +88,11 @@ void bind_engine(py::module_& m) {
         static const auto op = c10::Dispatcher::singleton()
                                    .findSchemaOrThrow("graphprobe::record_stats", "")
                                    .typed<void(const at::Tensor&, int64_t, int64_t)>();
+        // Functionality keys only: has_any() must not mix them with backend
+        // (runtime) keys such as Meta; meta tensors are neither CPU nor CUDA.
         constexpr c10::DispatchKeySet needs_dispatch = c10::DispatchKeySet({
             c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot, c10::DispatchKey::FuncTorchBatched,
-            c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Functionalize, c10::DispatchKey::Meta});
+            c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Functionalize});
         for (size_t i = 0; i < tensors.size(); ++i) {
           const at::Tensor& t = tensors[i];
           const bool plain = (t.is_cpu() || t.is_cuda()) && !t.key_set().has_any(needs_dispatch);
