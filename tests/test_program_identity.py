@@ -129,7 +129,7 @@ def _assert_close_to_scale(got: dict[str, Any], want: dict[str, Any], rtol: floa
     assert_stats_close(got, want, rtol, where)
 
 
-CASES = [("towers", "L0"), ("towers", "L1"), ("towers", "mix"), ("rotary", "L1"), ("llama", "mix")]
+CASES = [("towers", "L0"), ("towers", "L1"), ("towers", "mix"), ("rotary", "L1"), ("rotary", "mix"), ("llama", "mix")]
 
 
 @pytest.mark.parametrize("name,level", CASES)
