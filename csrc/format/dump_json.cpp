@@ -52,29 +52,14 @@ std::string leaf_json(const Leaf& leaf) {
   w.begin_object();
   w.key("type");
   w.value_string(leaf.type);
+  if (leaf.kind != Leaf::Kind::kOpaque) w.key("value");
   switch (leaf.kind) {
-    case Leaf::Kind::kNone:
-      w.key("value");
-      w.value_null();
-      break;
-    case Leaf::Kind::kBool:
-      w.key("value");
-      w.value_bool(leaf.b);
-      break;
-    case Leaf::Kind::kInt:
-      w.key("value");
-      w.value_raw(leaf.text);
-      break;
-    case Leaf::Kind::kFloat:
-      w.key("value");
-      w.value_number(leaf.f);
-      break;
-    case Leaf::Kind::kStr:
-      w.key("value");
-      w.value_string(leaf.text);
-      break;
-    case Leaf::Kind::kOpaque:
-      break;
+    case Leaf::Kind::kNone: w.value_null(); break;
+    case Leaf::Kind::kBool: w.value_bool(leaf.b); break;
+    case Leaf::Kind::kInt: w.value_raw(leaf.text); break;  // digits of any size
+    case Leaf::Kind::kFloat: w.value_number(leaf.f); break;
+    case Leaf::Kind::kStr: w.value_string(leaf.text); break;
+    case Leaf::Kind::kOpaque: break;
   }
   w.end_object();
   return w.take();
@@ -131,45 +116,35 @@ std::string tensor_leaf(const TensorRow& r) {
 }
 
 void emit(json::Writer& w, const Node& n) {
-  switch (n.type) {
-    case Node::kLeaf:
-      w.value_raw(n.leaf_json);
-      return;
-    case Node::kDict:
-      w.begin_object();
-      for (const auto& kv : n.children) {
-        w.key(kv.first);
-        emit(w, *kv.second);
-      }
-      w.end_object();
-      return;
-    case Node::kList: {
-      // A dict whose first key looked like an index ({"0": .., "a": ..}).
-      for (const auto& kv : n.children)
-        if (!is_index(kv.first)) {
-          w.begin_object();
-          for (const auto& c : n.children) {
-            w.key(c.first);
-            emit(w, *c.second);
-          }
-          w.end_object();
-          return;
-        }
-      // Positions without a recorded value (a non-tensor argument whose value
-      // was not passed on) are written as null so indices keep their meaning.
-      std::map<int64_t, const Node*> by_index;
-      for (const auto& kv : n.children) by_index[std::stoll(kv.first)] = kv.second.get();
-      w.begin_array();
-      int64_t next = 0;
-      for (const auto& kv : by_index) {
-        for (; next < kv.first; ++next) w.value_null();
-        emit(w, *kv.second);
-        next = kv.first + 1;
-      }
-      w.end_array();
-      return;
-    }
+  if (n.type == Node::kLeaf) {
+    w.value_raw(n.leaf_json);
+    return;
   }
+  // A node made a list because its first key looked like an index is still
+  // a dict when another key does not ({"0": .., "a": ..}).
+  bool as_list = n.type == Node::kList;
+  for (const auto& kv : n.children) as_list = as_list && is_index(kv.first);
+  if (!as_list) {
+    w.begin_object();
+    for (const auto& kv : n.children) {
+      w.key(kv.first);
+      emit(w, *kv.second);
+    }
+    w.end_object();
+    return;
+  }
+  // Positions without a recorded value (a non-tensor argument whose value
+  // was not passed on) are written as null so indices keep their meaning.
+  std::map<int64_t, const Node*> by_index;
+  for (const auto& kv : n.children) by_index[std::stoll(kv.first)] = kv.second.get();
+  w.begin_array();
+  int64_t next = 0;
+  for (const auto& kv : by_index) {
+    for (; next < kv.first; ++next) w.value_null();
+    emit(w, *kv.second);
+    next = kv.first + 1;
+  }
+  w.end_array();
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "identity/call_assembly.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
