@@ -3,12 +3,16 @@
 * ``graphprobe._C``: the engine (probe ops, stats kernels, capture runtime,
   writer). Built against the installed torch; CUDA sources (``*.cu`` and
   ``*_cuda.cpp``) are added when that torch has CUDA and a toolkit is found.
+* ``graphprobe._C_npu``: the Ascend NPU runtime (``csrc/npu``), built only
+  where ``torch_npu`` imports (CANN installed and set up), as msprobe builds
+  its aclgraph extension; ``graphprobe._C`` never links torch_npu.
+  ``GRAPHPROBE_NO_NPU=1`` skips it.
 * ``graphprobe._compare``: the compare engine. Torch-free, so ``graphprobe
   compare`` needs no torch at run time; it uses the pybind11 headers that torch
   ships, so the build needs no extra package.
 
 Set ``GRAPHPROBE_FORCE_CPU=1`` to skip CUDA sources even when CUDA is present,
-and ``GRAPHPROBE_ONLY=engine|compare`` to build one module (development), or
+and ``GRAPHPROBE_ONLY=engine|compare|npu`` to build one module (development), or
 ``none`` for none (``scripts/setup_env.sh`` installs the package that way and
 builds the modules in place, incrementally).
 """
@@ -22,7 +26,7 @@ from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 TORCH_FREE_DIRS = ["format", "fs", "identity"]
-ENGINE_DIRS = ["engine", "ops", "stats", "capture", "writer", "compare_tensors", "python"]
+ENGINE_DIRS = ["engine", "ops", "stats", "capture", "runtime", "writer", "compare_tensors", "python"]
 
 
 def _sources(dirs: list[str], cuda: bool) -> list[str]:
@@ -73,6 +77,39 @@ else:
         extra_compile_args={"cxx": CXX_FLAGS},
     )
 
+
+
+def _torch_npu_paths() -> tuple[list[str], list[str]] | None:
+    """torch_npu's header and library folders, when torch_npu imports."""
+    if os.environ.get("GRAPHPROBE_NO_NPU") == "1":
+        return None
+    try:
+        import torch_npu  # noqa: F401  (needs CANN: an Ascend machine)
+    except Exception:
+        return None
+    base = os.path.dirname(torch_npu.__file__)
+    libs = [os.path.join(base, "lib")]
+    cann = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
+    if cann:
+        libs.append(os.path.join(cann, "lib64"))
+    return [os.path.join(base, "include"), os.path.join(base, "include", "third_party", "acl", "inc")], libs
+
+
+NPU_SOURCES = sorted(glob.glob(os.path.join("csrc", "npu", "*.cpp")))  # scripts/check_npu_compile.sh reads these
+npu_paths = _torch_npu_paths()
+npu = (
+    cpp_extension.CppExtension(
+        "graphprobe._C_npu",
+        NPU_SOURCES,
+        include_dirs=common_include + npu_paths[0],
+        library_dirs=npu_paths[1],
+        libraries=["torch_npu", "ascendcl"],
+        extra_compile_args={"cxx": CXX_FLAGS},
+    )
+    if npu_paths
+    else None
+)
+
 compare = Extension(
     "graphprobe._compare",
     _sources(["compare", "format", "fs"], False) + ["csrc/python/compare_module.cpp"],
@@ -82,9 +119,10 @@ compare = Extension(
 )
 
 only = os.environ.get("GRAPHPROBE_ONLY")
-if only not in (None, "", "engine", "compare", "none"):
-    raise SystemExit(f"GRAPHPROBE_ONLY={only!r}: allowed are engine, compare or none")
-ext_modules = [e for e in (engine, compare) if not only or e.name.endswith(only.replace("engine", "_C"))]
+if only not in (None, "", "engine", "compare", "npu", "none"):
+    raise SystemExit(f"GRAPHPROBE_ONLY={only!r}: allowed are engine, compare, npu or none")
+_names = {"engine": "graphprobe._C", "compare": "graphprobe._compare", "npu": "graphprobe._C_npu"}
+ext_modules = [e for e in (engine, npu, compare) if e is not None and (not only or e.name == _names.get(only))]
 
 
 class BuildExt(cpp_extension.BuildExtension):

@@ -3,7 +3,6 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "engine/device_table.h"
 
 namespace graphprobe::capture {
 
@@ -37,12 +36,3 @@ void relax_this_thread() {
 }
 
 }  // namespace graphprobe::capture
-
-namespace graphprobe {
-
-bool is_capturing(const at::Tensor& x) {
-  if (!x.is_cuda()) return false;
-  return capture::stream_is_capturing(c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
-}
-
-}  // namespace graphprobe

@@ -1,12 +1,16 @@
 #pragma once
-// A record table that lives in an accelerator's memory.
+// A record table: the rows of one device.
 //
-// The probe kernels write rows there (also when captured into a graph and
-// replayed); step() brings the used rows back with one copy per device.
-// Rows never move once handed out, because a captured graph keeps their
-// addresses for its whole life.
+// One implementation per kind of device: host rows for CPU
+// (engine/cpu_table.cpp), fused kernels for CUDA (engine/cuda_table_cuda.cpp)
+// and aten ops for other accelerators (engine/aten_table.cpp, the NPU). The
+// probes write rows there (also when captured into a graph and replayed);
+// step() brings the used rows back with one copy per device. Device rows
+// never move once handed out, because a captured graph keeps their addresses
+// for its whole life.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <memory>
@@ -30,6 +34,9 @@ class DeviceTable {
   virtual void set_epoch(int64_t epoch) = 0;
   // The live switch read by every kernel, captured ones included.
   virtual void set_enabled(bool enabled) = 0;
+  // On reset(): drops every row when no captured graph can write them (host
+  // rows) and returns true; device tables keep theirs (retired, never reused).
+  virtual bool forget_rows() { return false; }
 };
 
 // Whether the current stream of `x`'s device is being captured into a graph.
@@ -38,6 +45,16 @@ bool is_capturing(const at::Tensor& x);
 // The id of the graph capture under way on the current CUDA stream, 0 when
 // none (always 0 without CUDA).
 uint64_t current_capture_id();
+
+// The table for `device` (its runtime registered): `epoch` and `enabled` as
+// for make_cuda_table.
+std::unique_ptr<DeviceTable> make_table(c10::Device device, int64_t epoch, bool enabled);
+
+std::unique_ptr<DeviceTable> make_cpu_table(int64_t epoch);
+
+// An accelerator without kernels of graphprobe's own (the NPU): statistics
+// composed of aten ops, rows in memory from the device's runtime.
+std::unique_ptr<DeviceTable> make_aten_table(c10::Device device, int64_t epoch, bool enabled);
 
 // Defined in the CUDA sources; without CUDA no CUDA tensor can reach the
 // engine, and these report a clear error instead. `enabled` is the live

@@ -5,13 +5,11 @@
 #include <algorithm>
 
 #include "stats/reducible_types.h"
-#include "stats/stats_cpu.h"
 #include "writer/save_target.h"
 
 namespace graphprobe {
-namespace {
 
-ValueKind kind_of(c10::ScalarType t) {
+ValueKind value_kind(c10::ScalarType t) {
   if (!stats::reducible(t)) return ValueKind::kNoStats;
   if (t == c10::ScalarType::Bool) return ValueKind::kBoolean;
   if (c10::isComplexType(t)) return ValueKind::kNoStats;
@@ -19,6 +17,8 @@ ValueKind kind_of(c10::ScalarType t) {
   if (c10::isFloatingType(t)) return ValueKind::kFloating;
   return ValueKind::kNoStats;
 }
+
+namespace {
 
 // (site, index) as one hash key; a call never has 2^20 tensors.
 constexpr int kIndexBits = 20;
@@ -79,7 +79,7 @@ void Engine::set_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(mu_);
   enabled_ = enabled;
   update_recording_locked();
-  for (auto& kv : cuda_tables_) kv.second->set_enabled(enabled);
+  for (auto& kv : tables_) kv.second.rows->set_enabled(enabled);
 }
 
 int64_t Engine::open_call(PartLayout layout, InsertMode mode, int64_t program) {
@@ -115,17 +115,10 @@ int64_t Engine::new_slot(const at::Tensor& x, int64_t site, int64_t index, bool 
   s.instance = instance;
   s.device = x.device();
   const int64_t id = static_cast<int64_t>(slots_.size());
-  if (s.device.is_cpu()) {
-    s.row = static_cast<int64_t>(cpu_rows_.size());
-    cpu_rows_.push_back(Row{});
-    cpu_row_slot_.push_back(id);
-  } else {
-    DeviceTable& table = cuda_table(s.device.index());
-    s.row = table.add_row();
-    auto& map = cuda_row_slot_[s.device.index()];
-    map.resize(static_cast<size_t>(s.row + 1), -1);
-    map[static_cast<size_t>(s.row)] = id;
-  }
+  Table& t = table(s.device);
+  s.row = t.rows->add_row();
+  t.row_slot.resize(static_cast<size_t>(s.row + 1), -1);
+  t.row_slot[static_cast<size_t>(s.row)] = id;
   slots_.push_back(std::move(s));
   return id;
 }
@@ -156,64 +149,29 @@ int64_t Engine::slot_for(const at::Tensor& x, int64_t site, int64_t index, bool 
   return id;
 }
 
-DeviceTable& Engine::cuda_table(int index) {
-  auto it = cuda_tables_.find(index);
-  if (it == cuda_tables_.end()) {
-    it = cuda_tables_.emplace(index, make_cuda_table(index, epoch_, enabled_)).first;
-  }
-  return *it->second;
+Engine::Table& Engine::table(c10::Device device) {
+  const std::pair<int, int> key{static_cast<int>(device.type()), device.index()};
+  auto it = tables_.find(key);
+  if (it == tables_.end()) it = tables_.emplace(key, Table{make_table(device, epoch_, enabled_), {}}).first;
+  return it->second;
 }
 
 void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
-  const c10::Device device = x.device();
-  TORCH_CHECK(device.is_cpu() || device.is_cuda(), "graphprobe.record_stats: tensors on ", device,
-              " are not supported yet (supported: cpu, cuda)");
+  // Asks the device's runtime; an unsupported device is reported here.
+  const bool capturing = is_capturing(x);
   {
     // A cheap early exit while recording is switched off, before any work. A
     // capture made while off still records the kernels (the switch is read on
     // the device), so that switching on later needs no re-capture.
     std::lock_guard<std::mutex> lock(mu_);
-    if (!active_ || (!enabled_ && !is_capturing(x))) return;
+    if (!active_ || (!enabled_ && !capturing)) return;
     const Site* s = registry_.site(site);
     if (s == nullptr) return;  // inserted under an earlier dumper: not this one's record
     TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
                 "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
                 s->layout.entry, " (", s->layout.places.size(), " tensors); the probe and its registration disagree");
   }
-  if (device.is_cpu()) {
-    // Reduce before taking the lock: threads probing in parallel only
-    // serialise on the short bookkeeping below.
-    const ValueKind kind = kind_of(x.scalar_type());
-    Stats st{0, 0, 0, 0, 0};
-    if (kind != ValueKind::kNoStats && x.numel() > 0) st = compute_stats_cpu(x);
-    std::optional<std::string> staged;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!active_) return;
-      const int64_t id = slot_for(x, site, index, /*capturing=*/false);
-      if (id < 0) {
-        ++dropped_;
-        return;
-      }
-      if (staging_) staged = staged_file(*staging_, id);
-      Slot& s = slots_[static_cast<size_t>(id)];
-      refresh(s, x);
-      Row& r = cpu_rows_[static_cast<size_t>(s.row)];
-      r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
-      r.v[kStamp] = static_cast<double>(epoch_);
-      r.v[kSeq] = ++cpu_seq_;
-      r.v[kMax] = st.max;
-      r.v[kMin] = st.min;
-      r.v[kSum] = st.sum;
-      r.v[kSumSq] = st.sumsq;
-      r.v[kNanCount] = static_cast<double>(st.nan_count);
-    }
-    // Outside the lock: the writer may make this thread wait for budget.
-    if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, nullptr});
-    return;
-  }
-  const bool capturing = is_capturing(x);
-  DeviceTable* table = nullptr;
+  DeviceTable* rows = nullptr;
   int64_t row = -1;
   std::optional<std::string> staged;
   const std::atomic<bool>* gate = nullptr;
@@ -227,15 +185,17 @@ void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
     }
     Slot& s = slots_[static_cast<size_t>(id)];
     refresh(s, x);
-    table = &cuda_table(device.index());
+    rows = table(x.device()).rows.get();
     row = s.row;
     if (staging_) staged = staged_file(*staging_, id);
     gate = gates_.back().get();
   }
-  // Rows and tables are never freed, so using them outside the lock is safe.
-  table->record(x, row);
-  // A captured save checks the live switch on every replay; a non-captured
-  // one got here only while recording.
+  // Tables are never freed, so using them outside the lock is safe; the
+  // table reduces x (on the host, or by launches on the current stream).
+  rows->record(x, row);
+  // Outside the lock: the writer may make this thread wait for budget. A
+  // captured save checks the live switch on every replay; a non-captured one
+  // got here only while recording.
   if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, gate});
 }
 
@@ -256,7 +216,7 @@ void Engine::append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& 
     TensorRow& t = e.row;
     t.dtype = dtype_name(s.dtype);
     t.shape = s.shape;
-    t.kind = kind_of(s.dtype);
+    t.kind = value_kind(s.dtype);
     t.numel = s.numel;
     t.max = r.v[kMax];
     t.min = r.v[kMin];
@@ -274,9 +234,8 @@ StepResult Engine::finish_step(bool collect) {
   StepResult result;
   if (collect) {
     std::vector<ExecutedRow> rows;
-    std::vector<Row> cpu(cpu_rows_.begin(), cpu_rows_.end());
-    append_rows(rows, cpu, cpu_row_slot_, 0);
-    for (auto& kv : cuda_tables_) append_rows(rows, kv.second->fetch(), cuda_row_slot_[kv.first], kv.first + 1);
+    double device_order = 0;
+    for (auto& kv : tables_) append_rows(rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
     result.calls = assemble_calls(registry_, std::move(rows));
   }
   result.dropped = dropped_;
@@ -284,7 +243,7 @@ StepResult Engine::finish_step(bool collect) {
   ++epoch_;
   eager_seen_.clear();
   registry_.end_step();
-  for (auto& kv : cuda_tables_) kv.second->set_epoch(epoch_);
+  for (auto& kv : tables_) kv.second.rows->set_epoch(epoch_);
   return result;
 }
 
@@ -297,12 +256,14 @@ void Engine::reset() {
   eager_slots_.clear();
   eager_seen_.clear();
   captured_seen_.clear();
-  cpu_rows_.clear();
-  cpu_row_slot_.clear();
-  for (auto& kv : cuda_row_slot_) std::fill(kv.second.begin(), kv.second.end(), -1);
+  for (auto& kv : tables_) {
+    Table& t = kv.second;
+    if (t.rows->forget_rows()) t.row_slot.clear();
+    else std::fill(t.row_slot.begin(), t.row_slot.end(), -1);
+  }
   dropped_ = 0;
   ++epoch_;
-  for (auto& kv : cuda_tables_) kv.second->set_epoch(epoch_);
+  for (auto& kv : tables_) kv.second.rows->set_epoch(epoch_);
 }
 
 }  // namespace graphprobe

@@ -102,7 +102,8 @@ class Engine {
   int64_t slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing);
   static void refresh(Slot& s, const at::Tensor& x);
   int64_t new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance);
-  DeviceTable& cuda_table(int index);
+  struct Table;
+  Table& table(c10::Device device);
   void append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
                    double device_order);
 
@@ -130,13 +131,18 @@ class Engine {
   std::unordered_map<uint64_t, std::vector<int64_t>> eager_slots_;
   std::unordered_map<uint64_t, int64_t> eager_seen_;
   std::unordered_map<uint64_t, int64_t> captured_seen_;
-  std::deque<Row> cpu_rows_;  // deque: rows keep their address as it grows
-  std::vector<int64_t> cpu_row_slot_;
-  double cpu_seq_ = 0;
-  std::map<int, std::unique_ptr<DeviceTable>> cuda_tables_;
-  std::map<int, std::vector<int64_t>> cuda_row_slot_;
+  // One table per device, ordered by (type, index): CPU rows come first in a
+  // step, then each accelerator's. row_slot: the slot of each row.
+  struct Table {
+    std::unique_ptr<DeviceTable> rows;
+    std::vector<int64_t> row_slot;
+  };
+  std::map<std::pair<int, int>, Table> tables_;
 };
 
 std::string dtype_name(c10::ScalarType t);
+
+// Which statistics a tensor of type `t` gets (none: only its row is stamped).
+ValueKind value_kind(c10::ScalarType t);
 
 }  // namespace graphprobe

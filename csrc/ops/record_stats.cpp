@@ -1,5 +1,6 @@
-// Kernels of graphprobe::record_stats. The same host function serves CPU and
-// CUDA: the engine routes by device and, on CUDA, by capture state.
+// Kernels of graphprobe::record_stats. The same host function serves CPU,
+// CUDA and PrivateUse1 (the NPU): the engine routes by device to its table
+// and runtime.
 #include <torch/library.h>
 
 #include "engine/engine.h"
@@ -23,5 +24,8 @@ void record_stats_batched(const at::Tensor&, int64_t, int64_t) {}
 
 TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("record_stats", &graphprobe::record_stats); }
 TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("record_stats", &graphprobe::record_stats); }
+// The NPU (torch_npu's device is PrivateUse1): statistics by aten ops
+// (engine/aten_table.cpp), once graphprobe._C_npu registered its runtime.
+TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { m.impl("record_stats", &graphprobe::record_stats); }
 TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { m.impl("record_stats", &graphprobe::record_stats_meta); }
 TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) { m.impl("record_stats", &graphprobe::record_stats_batched); }

@@ -9,5 +9,6 @@ namespace graphprobe::python {
 void bind_engine(pybind11::module_& m);
 void bind_writer(pybind11::module_& m);
 void bind_tensor_compare(pybind11::module_& m);
+void bind_runtime(pybind11::module_& m);
 
 }  // namespace graphprobe::python

@@ -5,11 +5,10 @@
 // caller's stream; the writer thread polls the event. The caller's host
 // thread never waits for the device.
 //
-// Capture (the current stream is being captured into a CUDA graph): nothing
-// runs now. The graph gets a device-to-host copy into a pinned staging buffer
-// and a host node (cudaLaunchHostFunc) whose C++ callback, on every replay,
-// copies the staging bytes into a new host buffer and hands it to the writer.
-// No Python runs per replay.
+// Capture (the current stream is being captured into a CUDA graph): the
+// runtime-generic captured save (writer/save_captured.cpp) with the CUDA
+// runtime: a captured copy into pinned staging memory and a host node
+// (cudaLaunchHostFunc) handing the bytes to the writer on every replay.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -17,17 +16,15 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "capture/capture_mode.h"
 #include "engine/devices_used.h"
+#include "runtime/device_runtime.h"
 #include "writer/device_thread.h"
-#include "writer/immortal.h"
+#include "writer/save_captured.h"
 #include "writer/save_target.h"
 #include "writer/writer.h"
 
@@ -94,76 +91,6 @@ void save_eager(const at::Tensor& x, const writer::SaveTarget& target, cudaStrea
   w.submit(std::move(r), std::move(job));
 }
 
-// --------------------------------------------------------------- capture
-
-struct PinnedFree {
-  void operator()(void* p) const {
-    if (p) (void)cudaFreeHost(p);
-  }
-};
-
-// What the host node of one captured save needs on every replay. Kept for
-// the life of the process (see kept_points): a graph can be replayed at any
-// time and graphprobe cannot see when the user drops it. The cost is the
-// staging buffer (x's size in pinned memory) per captured save point.
-struct ReplayPoint {
-  writer::SaveTarget target;
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  std::vector<int64_t> sizes;
-  size_t nbytes = 0;
-  std::unique_ptr<void, PinnedFree> staging;
-};
-
-struct KeptPoints {
-  std::mutex mu;
-  std::deque<std::unique_ptr<ReplayPoint>> points;
-};
-
-KeptPoints& kept_points() {
-  // Never destroyed: a replay (and its callback) may still run while static
-  // destructors run at exit.
-  static Immortal<KeptPoints> kept;
-  return kept.get();
-}
-
-// The host node. Runs on a CUDA driver thread after the staging copy of this
-// replay has landed; it must not call CUDA, must not take the GIL and must
-// not throw. It may wait for budget, which holds back the stream (and so the
-// next replay) until the writer catches up: nothing is dropped.
-void CUDART_CB on_replay(void* payload) {
-  const auto* p = static_cast<const ReplayPoint*>(payload);
-  if (p->target.gate != nullptr && !p->target.gate->load(std::memory_order_relaxed)) return;
-  writer::Writer::get().submit_from_callback(p->target.path, p->target.numbered, p->dtype, p->sizes,
-                                             p->staging.get(), p->nbytes);
-}
-
-void save_captured(const at::Tensor& x, const writer::SaveTarget& target, cudaStream_t stream) {
-  // Under capture this records a copy kernel into the graph (its buffer comes
-  // from the graph's pool and is read by the copy below in stream order).
-  const at::Tensor src = x.resolve_conj().resolve_neg().contiguous();
-  auto point = std::make_unique<ReplayPoint>();
-  point->target = target;
-  point->dtype = x.scalar_type();
-  point->sizes = x.sizes().vec();
-  point->nbytes = x.nbytes();
-  {
-    // cudaHostAlloc is not a stream operation; relaxed mode lets this thread
-    // call it while its stream captures.
-    const capture::RelaxedCaptureMode relaxed;
-    void* staging = nullptr;
-    C10_CUDA_CHECK(cudaHostAlloc(&staging, std::max<size_t>(point->nbytes, 1), cudaHostAllocDefault));
-    point->staging.reset(staging);
-  }
-  if (point->nbytes > 0) {
-    C10_CUDA_CHECK(cudaMemcpyAsync(point->staging.get(), src.const_data_ptr(), point->nbytes, cudaMemcpyDeviceToHost,
-                                   stream));
-  }
-  C10_CUDA_CHECK(cudaLaunchHostFunc(stream, &on_replay, point.get()));
-  auto& kept = kept_points();
-  const std::lock_guard<std::mutex> lock(kept.mu);
-  kept.points.push_back(std::move(point));
-}
-
 }  // namespace
 
 namespace writer {
@@ -178,7 +105,7 @@ void save_tensor_cuda(const at::Tensor& x, const SaveTarget& target) {
   const at::Tensor v = x.detach();
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (capture::stream_is_capturing(stream)) {
-    save_captured(v, target, stream);
+    writer::save_captured(runtime::runtime_for(c10::DeviceType::CUDA), v, target);
   } else {
     save_eager(v, target, stream);
   }

@@ -1,17 +1,42 @@
-// writer::save_tensor: the CPU path, and the CUDA entry point's stand-in for
+// writer::save_tensor: the CPU path, the path of accelerators reached
+// through their runtime (the NPU), and the CUDA entry point's stand-in for
 // builds without CUDA.
 #include "writer/save_target.h"
 
+#include <c10/core/DeviceGuard.h>
+
+#include "runtime/device_runtime.h"
+#include "writer/save_captured.h"
 #include "writer/writer.h"
 
 namespace graphprobe {
 namespace writer {
 
+namespace {
+
+// An accelerator without a save path of its own (the NPU). Captured: the
+// runtime-generic captured save. Eager: a synchronous copy to the host,
+// then as on CPU (the caller's thread waits for the device).
+void save_tensor_device(const at::Tensor& x, const SaveTarget& target) {
+  runtime::DeviceRuntime& rt = runtime::runtime_for(x.device().type());
+  const c10::DeviceGuard guard(x.device());
+  const at::Tensor v = x.detach();
+  if (capture::counts_as_capturing(rt.capture_status(x.device().index()))) return save_captured(rt, v, target);
+  auto& w = Writer::get();
+  Reservation r = w.reserve(x.nbytes(), Producer::kHost, /*device_pending=*/false);
+  WriteJob job;
+  job.tensor = v.resolve_conj().resolve_neg().to(c10::kCPU).contiguous();
+  job.file = target.numbered ? w.next_file(target.path) : target.path;
+  w.submit(std::move(r), std::move(job));
+}
+
+}  // namespace
+
 void save_tensor(const at::Tensor& x, const SaveTarget& target) {
-  if (x.is_cuda()) return save_tensor_cuda(x, target);
-  TORCH_CHECK(x.device().is_cpu(), "graphprobe: saving tensors on ", x.device(), " is not supported (cpu, cuda)");
   TORCH_CHECK(x.layout() == c10::kStrided, "graphprobe.acl_save: only dense (strided) tensors can be saved, got a ",
               x.layout(), " tensor");
+  if (x.is_cuda()) return save_tensor_cuda(x, target);
+  if (!x.device().is_cpu()) return save_tensor_device(x, target);
   auto& w = Writer::get();
   // Reserve before copying: the budget bounds the copies themselves.
   Reservation r = w.reserve(x.nbytes(), Producer::kHost, /*device_pending=*/false);

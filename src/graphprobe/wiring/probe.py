@@ -81,6 +81,10 @@ def _mode() -> int:
         return _TRACED
     if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
         return _CAPTURED
+    # An NPU graph (torch.npu.NPUGraph) asks the NPU's runtime: the core
+    # package never imports torch_npu.
+    if _C.privateuse1_capturing():
+        return _CAPTURED
     return _EAGER
 
 

@@ -1,0 +1,91 @@
+// The CPU record table: host rows, written by the probe's own thread.
+#include <c10/util/Exception.h>
+
+#include <deque>
+#include <mutex>
+
+#include "engine/device_table.h"
+#include "engine/engine.h"
+#include "runtime/device_runtime.h"
+#include "stats/stats_cpu.h"
+
+namespace graphprobe {
+namespace {
+
+class CpuTable final : public DeviceTable {
+ public:
+  explicit CpuTable(int64_t epoch) : epoch_(epoch) {}
+
+  int64_t add_row() override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    rows_.push_back(Row{});
+    return static_cast<int64_t>(rows_.size()) - 1;
+  }
+
+  int64_t rows() const override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(rows_.size());
+  }
+
+  void record(const at::Tensor& x, int64_t row) override {
+    // Reduce before taking the lock: threads probing in parallel only
+    // serialise on the short row update below.
+    Stats st{0, 0, 0, 0, 0};
+    if (value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0)
+      st = compute_stats_cpu(x);
+    const std::lock_guard<std::mutex> lock(mu_);
+    // A row dropped by reset() while this probe reduced: nothing to write.
+    if (row < 0 || row >= static_cast<int64_t>(rows_.size())) return;
+    Row& r = rows_[static_cast<size_t>(row)];
+    const double epoch = static_cast<double>(epoch_);
+    r.v[kWrites] = r.v[kStamp] == epoch ? r.v[kWrites] + 1 : 1;
+    r.v[kStamp] = epoch;
+    r.v[kSeq] = ++seq_;
+    r.v[kMax] = st.max;
+    r.v[kMin] = st.min;
+    r.v[kSum] = st.sum;
+    r.v[kSumSq] = st.sumsq;
+    r.v[kNanCount] = static_cast<double>(st.nan_count);
+  }
+
+  std::vector<Row> fetch() override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return std::vector<Row>(rows_.begin(), rows_.end());
+  }
+
+  void set_epoch(int64_t epoch) override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    epoch_ = epoch;
+  }
+
+  // Records made while off return before reaching the table.
+  void set_enabled(bool) override {}
+
+  bool forget_rows() override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    rows_.clear();
+    return true;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::deque<Row> rows_;  // deque: rows keep their address as it grows
+  int64_t epoch_;
+  double seq_ = 0;  // execution order among this table's rows; never reset
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceTable> make_cpu_table(int64_t epoch) { return std::make_unique<CpuTable>(epoch); }
+
+std::unique_ptr<DeviceTable> make_table(c10::Device device, int64_t epoch, bool enabled) {
+  // Asked first: an unsupported device gets the runtime's message.
+  (void)runtime::runtime_for(device.type());
+  switch (device.type()) {
+    case c10::DeviceType::CPU: return make_cpu_table(epoch);
+    case c10::DeviceType::CUDA: return make_cuda_table(device.index(), epoch, enabled);
+    default: return make_aten_table(device, epoch, enabled);
+  }
+}
+
+}  // namespace graphprobe

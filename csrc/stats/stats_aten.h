@@ -1,0 +1,23 @@
+#pragma once
+// Statistics composed of aten ops, for accelerators without kernels of
+// graphprobe's own (the NPU). Every step is an ordinary device op, so a graph
+// capture (an ACL graph) records them with the model and replays them.
+//
+// Accumulation is in float32: NPU hardware has no float64.
+
+#include <ATen/core/Tensor.h>
+
+namespace graphprobe::stats {
+
+// The 32-bit words of a device row (a Row's columns, engine/row.h): max, min,
+// sum and sum of squares are float32 bit patterns; NaN count, stamp,
+// sequence and write count are int32.
+constexpr int64_t kDeviceRowWords = 8;
+
+// Writes x's statistics into `row` (int32 [8], a view of a device table)
+// with device ops only. `counters` (int32 [3]: epoch, last sequence number,
+// live switch) lives on the same device; the sequence number is advanced on
+// the device, and while the switch reads 0 neither row nor counter changes.
+void record_row_aten(const at::Tensor& x, const at::Tensor& row, const at::Tensor& counters);
+
+}  // namespace graphprobe::stats
