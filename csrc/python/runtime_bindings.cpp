@@ -1,6 +1,7 @@
 // The device-runtime registry as Python sees it: a capsule through which an
 // extension that implements a runtime (graphprobe._C_npu, the tests' fake
 // device) registers it, and the capture state of PrivateUse1 for the wiring.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
 
 #include "python/bindings.h"
@@ -34,6 +35,17 @@ void bind_runtime(py::module_& m) {
         return rt != nullptr && rt->current_capture_id() != 0;
       },
       "Whether a graph capture is under way on the current PrivateUse1 (NPU) stream; False without its runtime.");
+  m.def(
+      "synchronize_privateuse1",
+      [] {
+        runtime::DeviceRuntime* rt = runtime::find_runtime(c10::DeviceType::PrivateUse1);
+        if (rt == nullptr) return;
+        const c10::DeviceIndex device =
+            c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+        py::gil_scoped_release nogil;
+        rt->synchronize(device);
+      },
+      "Waits for the current PrivateUse1 (NPU) device, when its runtime is registered (flush()).");
   m.def(
       "has_runtime",
       [](const std::string& device_type) {

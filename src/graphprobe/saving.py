@@ -125,23 +125,25 @@ def _devices_to_synchronize() -> list[int]:
     return [int(d) for d in _C.cuda_devices_used()]
 
 
-def _synchronize_cuda() -> None:
+def _synchronize_devices() -> None:
     # Replays still queued on a device have not run their host callbacks yet;
     # waiting for the devices makes flush() cover them.
     for device in _devices_to_synchronize():
         torch.cuda.synchronize(device)
+    # The NPU (through its runtime; nothing when none is registered).
+    _C.synchronize_privateuse1()
 
 
 def flush() -> None:
     """Waits until every file graphprobe queued so far (acl_save files and
     dump.json documents) is written.
 
-    Synchronises the CUDA devices graphprobe used (so that graph replays
+    Synchronises the CUDA devices graphprobe used and the current NPU (so that graph replays
     still queued have handed over their data), then waits for the writer. Raises
     :data:`WriteError` (an ``OSError``) naming the files that could not be
     written since the previous ``flush()``; later saves are unaffected.
     """
-    _synchronize_cuda()
+    _synchronize_devices()
     _C.writer_flush()
 
 
@@ -174,7 +176,7 @@ def _at_exit() -> None:
     # Interpreter exit: write what is pending and join the writer thread. An
     # exception cannot propagate from here usefully, so failures are printed.
     try:
-        _synchronize_cuda()
+        _synchronize_devices()
     except Exception as exc:  # pragma: no cover - a broken device at exit
         print(f"graphprobe: could not synchronise CUDA at exit: {exc}", file=sys.stderr)
     errors = _C.writer_shutdown()

@@ -1,0 +1,225 @@
+"""The NPU path (PrivateUse1 kernels, aten-op statistics table, runtime layer)
+through the fake device of tests/fake_npu: statistics against a float64
+reference computed on CPU copies, acl_save, the tensor task, the live switch,
+and an emulated graph capture replayed several times.
+
+The fake device runs aten ops on CPU kernels, so the values the probes see
+equal the CPU model's; the NPU statistics accumulate in float32 (the NPU has
+no float64), hence the float32 tolerance.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import os
+import warnings
+
+import pytest
+import torch
+from reference import OPERATOR_NAMES, ApiReferenceRecorder, ReferenceRecorder, assert_stats_close, flatten_dump, stats64
+
+import graphprobe
+
+RTOL = 1e-5  # float32 accumulation
+
+
+@pytest.fixture(scope="module")
+def npu():
+    """The fake device's extension (built once into build/fake_npu)."""
+    import fake_npu
+
+    return fake_npu.load()
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+
+
+def _l1_reference(level: str, x: torch.Tensor) -> dict:
+    ref = _model()
+    modules = ReferenceRecorder(ref) if level == "mix" else None
+    apis = ApiReferenceRecorder(ref, set(), OPERATOR_NAMES, sink=modules)
+    with torch.no_grad():
+        ref(x)
+    return dict(modules.entries if modules is not None else apis.entries)
+
+
+def _check(data: dict, want: dict, where: str) -> None:
+    got = flatten_dump(data)
+    assert list(got) == list(want), f"{where}: entry names/order differ from the reference"
+    for entry, places in want.items():
+        assert set(got[entry]) == set(places), f"{where} {entry}: recorded places differ"
+        for place, w in places.items():
+            rec = got[entry][place]
+            assert rec["shape"] == w["shape"], f"{where} {entry} {place}"
+            assert_stats_close(rec, w, RTOL, f"{where} {entry} {place}")
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "mix"])
+def test_statistics_eager_and_compiled_equal_float64_reference(npu, level, write_config, read_step, tmp_path):
+    inputs = [torch.randn(3, 8, generator=torch.Generator().manual_seed(s)) for s in range(2)]
+    if level == "L0":
+        refs = []
+        for x in inputs:
+            ref = _model()
+            rec = ReferenceRecorder(ref)
+            with torch.no_grad():
+                ref(x)
+            refs.append(rec.entries)
+    else:
+        refs = [_l1_reference(level, x) for x in inputs]
+    for compiled in (False, True):
+        model = _model().to("npu")
+        dump = str(tmp_path / f"dump{int(compiled)}")
+        dumper = graphprobe.AclGraphDumper(write_config(dump_path=dump, level=level))
+        dumper.start(model)
+        run = torch.compile(model, fullgraph=True, backend="aot_eager") if compiled else model
+        with torch.no_grad():
+            for x in inputs:
+                out = run(x.to("npu"))
+                assert out.device.type == "npu"
+                dumper.step()
+        dumper.stop()
+        for step, want in enumerate(refs):
+            _check(read_step(dump, step)["data"], want, f"{level} compiled={compiled} step {step}")
+
+
+class _Identity(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+ENTRY = "Module.0._Identity.forward.0"
+
+
+def _identity() -> torch.nn.Module:
+    """A wired module that returns its input (L0 wires submodules only)."""
+    return torch.nn.Sequential(_Identity())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        torch.tensor([1.5, float("nan"), -3.0]),
+        torch.tensor([float("inf"), -2.0]),
+        torch.tensor([7, -3, 12], dtype=torch.int32),
+        torch.tensor([True, False, True]),
+        torch.tensor([0.5, -0.25], dtype=torch.bfloat16),
+        torch.empty(0, 4),
+    ],
+    ids=["nan", "inf", "int32", "bool", "bf16", "empty"],
+)
+def test_dtypes_nan_and_empty_follow_the_reference(npu, value, write_config, read_step, tmp_path):
+    model = _identity()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    model(value.to("npu"))
+    dumper.step()
+    dumper.stop()
+    rec = read_step(str(tmp_path / "dump"), 0)["data"][ENTRY]
+    got = flatten_dump({"x": rec})["x"]["output.0"]
+    want = stats64(value)
+    assert got["dtype"] == str(value.dtype)
+    if value.numel() and not value.dtype.is_floating_point or value.dtype == torch.bool:
+        assert {k: got[k] for k in ("Max", "Min")} == {k: want[k] for k in ("Max", "Min")}
+    assert_stats_close(got, want, RTOL, str(value.dtype))
+
+
+def test_acl_save_writes_each_execution(npu, tmp_path):
+    x = torch.randn(2, 3)
+    for i in range(3):
+        graphprobe.acl_save((x + i).to("npu"), str(tmp_path / "act.pt"))
+    graphprobe.flush()
+    assert sorted(os.listdir(tmp_path)) == ["act_0.pt", "act_1.pt", "act_2.pt"]
+    for i in range(3):
+        assert torch.equal(torch.load(tmp_path / f"act_{i}.pt"), x + i)
+
+
+def test_tensor_task_saves_each_record(npu, write_config, tmp_path):
+    model = _model()
+    ref = _model()
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor"))
+    dumper.start(model.to("npu"))
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        model(x.to("npu"))
+        want = ref[0](x)
+    dumper.step()
+    dumper.stop()
+    graphprobe.flush()
+    (folder,) = glob.glob(str(tmp_path / "dump" / "step0" / "*" / "dump_tensor_data"))
+    got = torch.load(os.path.join(folder, "Module.0.Linear.forward.0.output.0.pt"))
+    assert got.device.type == "cpu"
+    assert torch.equal(got, want)
+    assert torch.equal(torch.load(os.path.join(folder, "Module.0.Linear.forward.0.input.0.pt")), x)
+
+
+def test_live_switch_eager(npu, write_config, tmp_path):
+    model = _identity()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    for step in range(3):
+        dumper.enable(step != 1)
+        model(torch.full((2,), float(step)).to("npu"))
+        dumper.step()
+    dumper.stop()
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step2"]
+
+
+def test_emulated_capture_replays_stamp_count_and_number(npu, write_config, read_step, tmp_path):
+    """A graph captured once and replayed: each step dumps the latest replay's
+    values, several replays in one step give write_count, a step with the
+    switch off records nothing, and acl_save numbers every replay."""
+    import fake_npu
+
+    model = _identity()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    x = torch.zeros(4).to("npu")
+    graph = fake_npu.Graph()
+    funcs_before = npu.host_funcs()
+    with graph.capture():
+        model(x)
+        graphprobe.acl_save(x, str(tmp_path / "saved.pt"))
+    assert npu.host_funcs() == funcs_before  # recorded, not run
+    dumper.step(dump=False)  # nothing ran at capture: nothing to dump either way
+    plan = {0: [1.0], 1: [2.0, 3.0], 2: [4.0], 3: [5.0]}  # step -> replays (input value each)
+    for step, values in plan.items():
+        dumper.enable(step != 2)
+        for v in values:
+            x.copy_(torch.full((4,), v))
+            graph.replay()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dumper.step()
+        assert any("write_count" in str(w.message) for w in caught) == (step == 1)
+    dumper.stop()
+    graphprobe.flush()
+    dump = str(tmp_path / "dump")
+    # step(dump=False) takes no number; the step with the switch off wrote nothing.
+    assert sorted(os.listdir(dump)) == ["step0", "step1", "step3"]
+    for step in (0, 1, 3):
+        (rec,) = read_step(dump, step)["data"][ENTRY]["output"]
+        last = plan[step][-1]
+        assert (rec["Max"], rec["Min"], rec["Mean"]) == (last, last, last)
+        assert rec.get("write_count", 1) == len(plan[step])
+    # acl_save: one file per replay, switch or not (acl_save is not gated), numbered in replay order.
+    saved = sorted(f for f in os.listdir(tmp_path) if f.startswith("saved_"))
+    values = [v for vs in plan.values() for v in vs]
+    assert saved == [f"saved_{i}.pt" for i in range(len(values))]
+    for i, v in enumerate(values):
+        assert torch.equal(torch.load(tmp_path / f"saved_{i}.pt"), torch.full((4,), v))
+
+
+def test_fallback_runs_aten_ops_only(npu):
+    """The fake device must not run other namespaces' CPU kernels: a missing
+    PrivateUse1 kernel of graphprobe's would otherwise go unnoticed."""
+    for op in ("graphprobe::record_stats", "graphprobe::save"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1"), op
+    lib = torch.library.Library("gp_fake_npu_test", "DEF")
+    lib.define("cpu_only(Tensor x) -> Tensor")
+    lib.impl("cpu_only", lambda x: x + 1, "CPU")
+    with pytest.raises(RuntimeError, match="has no PrivateUse1 kernel; only aten ops fall back"):
+        torch.ops.gp_fake_npu_test.cpu_only(torch.zeros(1).to("npu"))
