@@ -223,3 +223,21 @@ def test_fallback_runs_aten_ops_only(npu):
     lib.impl("cpu_only", lambda x: x + 1, "CPU")
     with pytest.raises(RuntimeError, match="has no PrivateUse1 kernel; only aten ops fall back"):
         torch.ops.gp_fake_npu_test.cpu_only(torch.zeros(1).to("npu"))
+
+
+def test_fake_tensors_on_npu_record_nothing(npu, write_config, read_step, tmp_path):
+    """torchair's npugraph_ex propagates FakeTensors through the wired model
+    outside dynamo (msprobe had to skip them): they take the op's Meta kernel."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    model = _identity()
+    dumper = graphprobe.AclGraphDumper(write_config(level="mix"))
+    dumper.start(model)
+    with FakeTensorMode(allow_non_fake_inputs=True) as fake:
+        out = model(fake.from_tensor(torch.ones(2, 3).to("npu")) * 2)
+    assert out.device.type == "npu"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "recorded nothing": the point of the test
+        dumper.step()
+    dumper.stop()
+    assert read_step(str(tmp_path / "dump"), 0)["data"] == {}

@@ -28,4 +28,9 @@ save = torch.ops.graphprobe.save.default
 for _op in (record_stats, save):
     has_side_effect(_op)
 
+# The NPU's runtime, when the program runs on torch_npu (never imported here).
+from graphprobe import npu as _npu  # noqa: E402
+
+_npu.ensure_runtime()
+
 __all__ = ["record_stats", "save", "_C"]

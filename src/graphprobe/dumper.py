@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from graphprobe import _ops
+from graphprobe import npu as _npu
 from graphprobe import saving as _saving  # noqa: F401  (its atexit hook writes pending dump.json files)
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
 from graphprobe.dump_folder import check_module_names, prepare_dump_path
@@ -115,6 +116,7 @@ class AclGraphDumper:
         names (no ``_orig_mod.``) and match an eager dump.
         """
         model = _unwrap_compiled(model)
+        _npu.ensure_runtime()  # torch_npu may have been imported after graphprobe
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"AclGraphDumper.start: model must be a torch.nn.Module, got {type(model).__name__}")
         if self._started_once:
