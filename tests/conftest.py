@@ -11,6 +11,21 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a device run (scripts/gpu_check.sh, scripts/npu_check.sh set
+    GRAPHPROBE_FAIL_ON_SKIP=1) a skip in tests/gpu or tests/npu, a missing
+    feature or a guard inside a test included, is a failure: device time is
+    scarce and a silent skip would read as a pass."""
+    outcome = yield
+    report = outcome.get_result()
+    path = str(item.fspath).replace(os.sep, "/")
+    device_test = "/tests/gpu/" in path or "/tests/npu/" in path
+    if report.skipped and device_test and os.environ.get("GRAPHPROBE_FAIL_ON_SKIP") == "1":
+        report.outcome = "failed"
+        report.longrepr = f"skipped during a device run (GRAPHPROBE_FAIL_ON_SKIP=1): {report.longrepr}"
+
+
 @pytest.fixture
 def write_config(tmp_path) -> Callable[..., str]:
     """Writes a config.json into tmp_path and returns its path."""

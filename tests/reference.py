@@ -129,6 +129,23 @@ def assert_stats_close(got: dict[str, Any], want: dict[str, Any], rtol: float, w
         assert abs(g - w) <= rtol * scale + 1e-30, f"{where} {key}: got {g!r}, want {w!r} (rtol {rtol})"
 
 
+def assert_dump_matches(data: dict[str, Any], want: dict[str, dict[str, dict[str, Any]]], rtol: float, where: str) -> None:
+    """A dump.json's ``data`` against a reference recorder's entries: the same
+    entries in the same order, the same places, shapes, ``requires_grad``
+    where the reference has it, and statistics to ``rtol``."""
+    got = flatten_dump(data)
+    assert list(got) == list(want), f"{where}: entry names/order differ from the reference"
+    for entry, places in want.items():
+        assert set(got[entry]) == set(places), f"{where} {entry}: recorded places differ"
+        for place, w in places.items():
+            rec = got[entry][place]
+            at = f"{where} {entry} {place}"
+            assert rec["shape"] == w["shape"], at
+            if "requires_grad" in w:
+                assert rec["requires_grad"] == w["requires_grad"], at
+            assert_stats_close(rec, w, rtol, at)
+
+
 class ApiReferenceRecorder:
     """Records, per torch API call made during ``model``'s forward, float64
     stats of every input and output tensor, named like msprobe's L1.

