@@ -238,3 +238,20 @@ def test_fake_tensors_on_npu_record_nothing(npu, write_config, read_step, tmp_pa
         dumper.step()
     dumper.stop()
     assert read_step(str(tmp_path / "dump"), 0)["data"] == {}
+
+
+def test_table_made_under_inference_mode_serves_later_steps(npu, write_config, read_step, tmp_path):
+    """vLLM runs under torch.inference_mode: a table made by the first probe
+    there must still take rows written outside it (no inference tensors)."""
+    model = _identity()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    with torch.inference_mode():
+        model(torch.full((3,), 2.0).to("npu"))
+    dumper.step()
+    model(torch.full((3,), 5.0).to("npu"))
+    dumper.step()
+    dumper.stop()
+    for step, value in ((0, 2.0), (1, 5.0)):
+        (rec,) = read_step(str(tmp_path / "dump"), step)["data"][ENTRY]["output"]
+        assert (rec["Max"], rec["Min"]) == (value, value)

@@ -3,6 +3,7 @@
 // written by aten ops (stats/stats_aten.cpp), brought back with one copy per
 // chunk at step().
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -25,7 +26,7 @@ class AtenTable final : public DeviceTable {
   // outside any graph's pool.
   AtenTable(c10::Device device, int64_t epoch, bool enabled)
       : rt_(runtime::runtime_for(device.type())), device_(device), enabled_(enabled) {
-    counters_ = rt_.allocate_table(device_.index(), kCounterWords);
+    counters_ = allocate(kCounterWords);
     write_counter(kEpoch, epoch);
     write_counter(kEnabled, enabled ? 1 : 0);
   }
@@ -33,8 +34,7 @@ class AtenTable final : public DeviceTable {
   int64_t add_row() override {
     const std::lock_guard<std::mutex> lock(mu_);
     if (rows_ == static_cast<int64_t>(chunks_.size()) * kChunkRows) {
-      chunks_.push_back(
-          rt_.allocate_table(device_.index(), kChunkRows * stats::kDeviceRowWords).view({kChunkRows, stats::kDeviceRowWords}));
+      chunks_.push_back(allocate(kChunkRows * stats::kDeviceRowWords).view({kChunkRows, stats::kDeviceRowWords}));
     }
     return rows_++;
   }
@@ -88,6 +88,14 @@ class AtenTable final : public DeviceTable {
   }
 
  private:
+  // Never an inference tensor: the first probe may run under
+  // torch.inference_mode (vLLM serves under it), and later probes outside it
+  // must still update the table in place.
+  at::Tensor allocate(int64_t words) {
+    const c10::InferenceMode not_inference(/*enabled=*/false);
+    return rt_.allocate_table(device_.index(), words);
+  }
+
   static Row to_row(const int32_t* w) {
     Row r;
     for (int c = kMax; c <= kSumSq; ++c) {
