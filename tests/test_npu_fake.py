@@ -255,3 +255,22 @@ def test_table_made_under_inference_mode_serves_later_steps(npu, write_config, r
     for step, value in ((0, 2.0), (1, 5.0)):
         (rec,) = read_step(str(tmp_path / "dump"), step)["data"][ENTRY]["output"]
         assert (rec["Max"], rec["Min"]) == (value, value)
+
+
+def test_torch_npu_without_npu_extension_leaves_cpu_working(monkeypatch, write_config, read_step, tmp_path):
+    """torch_npu loaded but graphprobe built without graphprobe._C_npu: no
+    runtime is registered, nothing is raised, CPU models still record."""
+    import types
+
+    from graphprobe import npu
+
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu", types.ModuleType("torch_npu"))
+    monkeypatch.setattr(npu, "_registered", False)
+    assert npu.ensure_runtime() is False
+    model = _identity()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    model(torch.ones(2))
+    dumper.step()
+    dumper.stop()
+    assert read_step(str(tmp_path / "dump"), 0)["data"][ENTRY]["output"][0]["Max"] == 1.0
