@@ -11,6 +11,13 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+def pytest_collection_modifyitems(config, items):
+    """The fake NPU device (tests/fake_npu) changes process-wide state once
+    loaded: PrivateUse1 becomes the accelerator "npu", which torch's own
+    helpers then consult (torch.accelerator). Its tests run last."""
+    items.sort(key=lambda item: os.path.basename(str(item.fspath)) == "test_npu_fake.py")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On a device run (scripts/gpu_check.sh, scripts/npu_check.sh set

@@ -53,6 +53,12 @@ def load() -> Any:
         module.is_initialized = lambda: True  # type: ignore[attr-defined]
         module._is_in_bad_fork = lambda: False  # type: ignore[attr-defined]
         module.manual_seed_all = lambda seed: None  # type: ignore[attr-defined]
+        # torch.accelerator now reports this device: torch's test helpers
+        # (opcheck's freeze_rng_state) save and restore its RNG state.
+        module.get_rng_state = lambda device="npu": torch.zeros(0, dtype=torch.uint8)  # type: ignore[attr-defined]
+        module.set_rng_state = lambda state, device="npu": None  # type: ignore[attr-defined]
+        module.manual_seed = lambda seed: None  # type: ignore[attr-defined]
+        module.synchronize = lambda device=None: None  # type: ignore[attr-defined]
         torch._register_device_module("npu", module)
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     ext.register_runtime(_C.runtime_registrar())
