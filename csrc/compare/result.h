@@ -40,12 +40,23 @@ struct Thresholds {
   double thousandth_output_max = 0.1;  // ... and an output's < this
 };
 
+// How two tensor dumps are laid out and judged (csv_writer.h, docs/formats.md).
+enum class TensorLayout : uint8_t {
+  // msprobe's real-data CSV: its columns and order, its words in the metric
+  // cells, its real-data rules (verdicts.h, RuleSet::kRealData).
+  kMsprobe,
+  // graphprobe's own: the statistics columns with the tensor columns
+  // appended, the statistics rules plus tensor_verdicts.h.
+  kStatisticsPlusTensor,
+};
+
 struct CompareOptions {
   bool fuzzy = false;  // match ignoring call indices, in order (see matching.h)
   Thresholds thresholds;
   // Off: Result is msprobe's verdict. On: graphprobe's additions also decide
   // it (unmatched rows get "unmatched"; the noise floor). See verdicts.h.
   bool graphprobe_verdicts = false;
+  TensorLayout tensor_layout = TensorLayout::kMsprobe;
 };
 
 // Real-data metrics of one matched row of two tensor dumps: msprobe's
@@ -73,6 +84,10 @@ enum class TensorStatus : uint8_t {
 struct TensorMetrics {
   TensorStatus status = TensorStatus::kNone;
   std::array<OptDouble, kNumTensorMetrics> values;
+  // msprobe's word for a cell without a number ("unsupported", "shape
+  // unmatched", "N/A", "Nan"); empty where values holds the number. Only the
+  // msprobe layout sets these.
+  std::array<std::string, kNumTensorMetrics> tokens;
   std::vector<std::string> notes;  // why values are NaN or missing; go to Err_message
 };
 
@@ -104,8 +119,9 @@ struct CompareResult {
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};
   // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
-  // the tensor-mode columns.
+  // the tensor-mode columns, laid out as tensor_layout says.
   bool tensor_mode = false;
+  TensorLayout tensor_layout = TensorLayout::kMsprobe;
 };
 
 // Both sides hold tensor data: their records carry data_name.
