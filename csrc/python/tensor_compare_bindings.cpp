@@ -1,6 +1,8 @@
-// graphprobe._C.tensor_metrics: the real-data metrics of two dumped tensor
-// files, for `graphprobe compare` on tensor dumps. Called only when a tensor
-// dump is compared; the statistics compare never imports _C.
+// graphprobe._C.msprobe_real_data (msprobe's real-data cells, the default
+// tensor layout) and graphprobe._C.tensor_metrics (graphprobe's layout): the
+// real-data metrics of two dumped tensor files, for `graphprobe compare` on
+// tensor dumps. Called only when a tensor dump is compared; the statistics
+// compare never imports _C.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

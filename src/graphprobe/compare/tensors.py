@@ -96,6 +96,19 @@ def _file(folder: Path, data_name: str | None, side: str) -> tuple[Path | None, 
     return path, None
 
 
+def _readable_files(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
+                    why_not: str | None) -> tuple[str, str] | list[str]:
+    """The two tensor files of a row, or why they cannot be compared."""
+    t_file, t_err = _file(target_dir, row.target_data_name, "target")
+    b_file, b_err = _file(bench_dir, row.bench_data_name, "bench")
+    missing = [e for e in (t_err, b_err) if e]
+    if missing:
+        return missing
+    if native is None or t_file is None or b_file is None:
+        return [why_not or "graphprobe._C is not available"]
+    return str(t_file), str(b_file)
+
+
 def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None, why_not: str | None) -> RowMetrics:
     """The tensor metrics of one matched row (an engine ``Row``).
 
@@ -106,15 +119,11 @@ def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
         return "mismatch", _NONE, [f"dtype mismatch: {row.target_dtype} vs {row.bench_dtype}"]
     if list(row.target_shape) != list(row.bench_shape):
         return "mismatch", _NONE, [f"shape mismatch: {list(row.target_shape)} vs {list(row.bench_shape)}"]
-    t_file, t_err = _file(target_dir, row.target_data_name, "target")
-    b_file, b_err = _file(bench_dir, row.bench_data_name, "bench")
-    missing = [e for e in (t_err, b_err) if e]
-    if missing:
-        return "unavailable", _NONE, missing
-    if native is None:
-        return "unavailable", _NONE, [why_not or "graphprobe._C is not available"]
+    files = _readable_files(row, target_dir, bench_dir, native, why_not)
+    if isinstance(files, list):
+        return "unavailable", _NONE, files
     try:
-        d = native.tensor_metrics(str(t_file), str(b_file))
+        d = native.tensor_metrics(*files)
     except native.TensorMismatchError as e:
         return "mismatch", _NONE, [str(e)]
     except OSError as e:  # TensorFileError, or the file vanished
@@ -130,15 +139,11 @@ def msprobe_row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any
     """msprobe's real-data cells of one matched row (the default layout):
     floats, or msprobe's words ("unsupported" where a file is missing or
     unreadable, as msprobe writes it; the reason goes to Err_message)."""
-    t_file, t_err = _file(target_dir, row.target_data_name, "target")
-    b_file, b_err = _file(bench_dir, row.bench_data_name, "bench")
-    missing = [e for e in (t_err, b_err) if e]
-    if missing:
-        return "computed", _UNSUPPORTED, missing
-    if native is None:
-        return "computed", _UNSUPPORTED, [why_not or "graphprobe._C is not available"]
+    files = _readable_files(row, target_dir, bench_dir, native, why_not)
+    if isinstance(files, list):
+        return "computed", _UNSUPPORTED, files
     try:
-        d = native.msprobe_real_data(str(t_file), str(b_file))
+        d = native.msprobe_real_data(*files)
     except native.TensorMismatchError as e:
         return "computed", _UNSUPPORTED, [str(e)]
     except OSError as e:  # TensorFileError, or the file vanished
