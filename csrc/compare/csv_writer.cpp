@@ -28,9 +28,14 @@ std::string py_repr(const std::string& s) {
   return out;
 }
 
-// msprobe's Data_name cell: the Python list [target file, bench file].
-std::string data_names(const std::string& t, const std::string& b) {
-  return csv_text("[" + py_repr(t.empty() ? kNA : t) + ", " + py_repr(b.empty() ? kNA : b) + "]");
+// msprobe's Data_name cell: the Python list [target file, bench file], "-1"
+// for a record without a file (a non-tensor value), "N/A" for a missing side.
+std::string data_names(bool has_t, const TensorRecord& t, bool has_b, const TensorRecord& b) {
+  auto one = [](bool has, const TensorRecord& r) -> std::string {
+    if (!has) return kNA;
+    return r.data_name.str().empty() ? "-1" : r.data_name.str();
+  };
+  return csv_text("[" + py_repr(one(has_t, t)) + ", " + py_repr(one(has_b, b)) + "]");
 }
 
 // A real-data metric cell: msprobe's word, the number, or "unsupported"
@@ -156,8 +161,7 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
       w.end_array();
       cell(w.str());
     }
-    if (real_data)
-      cell(has_t || has_b ? data_names(has_t ? t.data_name.str() : kNA, has_b ? b.data_name.str() : kNA) : kNA);
+    if (real_data) cell(data_names(has_t, t, has_b, b));
     else if (result.tensor_mode)
       for (int m = 0; m < kNumTensorMetrics; ++m) cell(num(r.tensor.values[m]));
     cell(match_name(r.match));

@@ -120,6 +120,9 @@ def entries() -> tuple[dict[str, Any], dict[str, Any], dict[str, torch.Tensor], 
     # Integer and bool tensors.
     k = torch.arange(-5, 7, dtype=torch.int64)
     add("Tensor.add.0.forward", [("input.0", k, k.clone()), ("output.0", k + 1, k.clone())])
+    # A non-tensor argument (no data_name, no file) whose value differs: error.
+    T["Tensor.add.0.forward"]["input_args"].append({"type": "int", "value": 1})
+    B["Tensor.add.0.forward"]["input_args"].append({"type": "int", "value": 2})
     add("Tensor.__gt__.0.forward", [("input.0", k, k.clone()), ("output.0", k > 0, k > 1)])
     # Zeros in the bench (relative error against eps), all-zero bench output.
     z = rnd(8)
