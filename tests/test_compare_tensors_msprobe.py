@@ -269,3 +269,45 @@ def test_live_msprobe_agrees(tmp_path: Path) -> None:
     with gzip.open(fresh / "msprobe.csv.gz", "rt", encoding="utf-8", newline="") as f:
         theirs = read_csv(f.read())
     assert disagreements(ours, theirs) == []
+
+
+@needs_msprobe
+def test_live_msprobe_agrees_on_graphprobes_own_tensor_dumps(tmp_path: Path) -> None:
+    """The issue's case: two graphprobe tensor dumps of a small transformer,
+    one with a weight 2 % off; msprobe's compare of them and ours agree row
+    by row."""
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        from models import make_transformer
+    finally:
+        sys.path.pop(0)
+    import graphprobe
+
+    folders = []
+    for name, scale in (("target", 1.02), ("bench", 1.0)):
+        model = make_transformer()
+        with torch.no_grad():
+            model.layers[1].mlp.fc1.weight.mul_(scale)
+        config = tmp_path / f"{name}.json"
+        config.write_text(json.dumps({"task": "tensor", "level": "L0", "dump_path": str(tmp_path / name)}))
+        dumper = graphprobe.AclGraphDumper(str(config))
+        dumper.start(model)
+        with torch.no_grad():
+            model(torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(0)))
+        dumper.step()
+        dumper.stop()
+        graphprobe.flush()
+        (folder,) = (tmp_path / name / "step0").iterdir()
+        folders.append(folder)
+    target, bench = folders
+    out = tmp_path / "msprobe_out"
+    subprocess.run(["msprobe", "compare", "-tp", str(target / "dump.json"), "-gp", str(bench / "dump.json"),
+                    "-o", str(out)], check=True, capture_output=True)
+    (theirs_csv,) = out.glob("compare_result_*.csv")
+    theirs = read_csv(theirs_csv.read_text(encoding="utf-8"))
+    ours = read_csv(ours_csv(target, bench, tmp_path / "ours"))
+    assert len(theirs) > 20
+    assert any(r["Result"] != "pass" or float(r["MaxAbsErr"]) > 0 for r in theirs if r["MaxAbsErr"] not in WORDS)
+    assert disagreements(ours, theirs) == []
