@@ -155,6 +155,22 @@ def test_msprobes_rules_on_the_first_output(pair: tuple[Path, Path, list[dict[st
     assert any("tensor file missing" in m for m in json.loads(rows["Functional.softmax.0.forward.output.0"]["Err_message"]))
 
 
+def test_unreadable_and_complex_files_are_unsupported(tmp_path: Path) -> None:
+    """msprobe writes "unsupported" for a file it cannot read; the reason goes
+    to Err_message, Result stays msprobe's (pass)."""
+    target, bench = unpack(tmp_path)
+    name = "Functional.gelu.0.forward.input.0.pt"
+    (target / "dump_tensor_data" / name).write_bytes(b"not a torch.save archive")
+    torch.save(torch.ones(2, dtype=torch.complex64), bench / "dump_tensor_data" / "Functional.relu.0.forward.input.0.pt")
+    rows = {r["NPU Name"]: r for r in read_csv(ours_csv(target, bench, tmp_path / "out"))}
+    for row_name, why in (("Functional.gelu.0.forward.input.0", "not a readable torch.save archive"),
+                          ("Functional.relu.0.forward.input.0", "not supported")):
+        row = rows[row_name]
+        assert [row[c] for c in METRICS] == ["unsupported"] * 6
+        assert row["Result"] == "pass"
+        assert any(why in m for m in json.loads(row["Err_message"])), row["Err_message"]
+
+
 # ------------------------------------------------------- independent float64
 
 
