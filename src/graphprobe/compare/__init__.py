@@ -75,6 +75,12 @@ class Thresholds:
       ``thousandth_output_max``;
     * warning when every input's Cosine is above ``cosine_input_min`` and an
       output's is lower than the lowest input's by more than ``cosine_drop``.
+
+    With ``tensor_layout="msprobe"`` (the default) these replace the
+    NormRelativeErr rules and, as in msprobe, the lowest output value decides
+    and the entry's first output row takes the verdict; with
+    ``"graphprobe"`` they are added to the statistics rules and each output
+    row is judged by its own value.
     """
 
     input_error_pct: float = 10.0
