@@ -171,6 +171,17 @@ def test_unreadable_and_complex_files_are_unsupported(tmp_path: Path) -> None:
         assert any(why in m for m in json.loads(row["Err_message"])), row["Err_message"]
 
 
+def test_engine_takes_msprobes_words_only(tmp_path: Path) -> None:
+    target, bench = unpack(tmp_path)
+    result = _compare.compare_files(str(target / "dump.json"), str(bench / "dump.json"))
+    with pytest.raises(ValueError, match="'unsupported', 'shape unmatched', 'N/A', 'Nan'; got 'nope'"):
+        result.set_tensor_metrics(0, "computed", (1.0, "nope", None, None, None, None), [])
+    with pytest.raises(ValueError, match="6 items"):
+        result.set_tensor_metrics(0, "computed", (1.0,), [])
+    result.set_tensor_metrics(0, "computed", (1.0, "Nan", None, 0.5, "N/A", "shape unmatched"), [])
+    assert result.rows[0].tensor_metrics == (1.0, None, None, 0.5, None, None)
+
+
 # ------------------------------------------------------- independent float64
 
 

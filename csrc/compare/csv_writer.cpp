@@ -41,7 +41,7 @@ std::string data_names(bool has_t, const TensorRecord& t, bool has_b, const Tens
 // A real-data metric cell: msprobe's word, the number, or "unsupported"
 // (msprobe's word for rows it could not compare, unmatched ones included).
 std::string real_data_cell(const TensorMetrics& m, int i) {
-  if (!m.tokens[i].empty()) return m.tokens[i];
+  if (m.words[i] != CellWord::kNone) return word_name(m.words[i]);
   if (m.values[i]) return format_number(*m.values[i]);
   return "unsupported";
 }

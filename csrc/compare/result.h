@@ -74,6 +74,14 @@ enum TensorMetric : int {
 };
 constexpr int kNumTensorMetrics = 6;
 
+// The words msprobe's real-data CSV writes in a metric cell instead of a
+// number (msprobe_real_data.h says when).
+enum class CellWord : uint8_t { kNone, kUnsupported, kShapeUnmatched, kNotAvailable, kNan };
+
+const char* word_name(CellWord w);  // "", "unsupported", "shape unmatched", "N/A", "Nan"
+// The CellWord named `text`; throws std::invalid_argument naming the allowed words.
+CellWord parse_word(const std::string& text);
+
 enum class TensorStatus : uint8_t {
   kNone,         // not a tensor compare, or an unmatched row
   kComputed,     // values set: NaN where undefined, absent for empty tensors
@@ -84,10 +92,9 @@ enum class TensorStatus : uint8_t {
 struct TensorMetrics {
   TensorStatus status = TensorStatus::kNone;
   std::array<OptDouble, kNumTensorMetrics> values;
-  // msprobe's word for a cell without a number ("unsupported", "shape
-  // unmatched", "N/A", "Nan"); empty where values holds the number. Only the
-  // msprobe layout sets these.
-  std::array<std::string, kNumTensorMetrics> tokens;
+  // msprobe's word for a cell without a number; kNone where values holds
+  // the number. Only the msprobe layout sets these.
+  std::array<CellWord, kNumTensorMetrics> words{};
   std::vector<std::string> notes;  // why values are NaN or missing; go to Err_message
 };
 

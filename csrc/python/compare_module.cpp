@@ -211,9 +211,9 @@ PYBIND11_MODULE(_compare, m) {
             for (size_t i = 0; i < values.size(); ++i) {
               const py::handle v = values[i];
               row.tensor.values[i] = std::nullopt;
-              row.tensor.tokens[i].clear();
+              row.tensor.words[i] = gc::CellWord::kNone;
               if (v.is_none()) continue;
-              if (py::isinstance<py::str>(v)) row.tensor.tokens[i] = v.cast<std::string>();
+              if (py::isinstance<py::str>(v)) row.tensor.words[i] = gc::parse_word(v.cast<std::string>());
               else row.tensor.values[i] = v.cast<double>();
             }
             if (row.tensor.status != gc::TensorStatus::kComputed) row.tensor.values = {};

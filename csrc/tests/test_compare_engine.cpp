@@ -382,7 +382,7 @@ void real_data_rules_and_csv() {
   cells(1, 1.0, 1.0);
   cells(2, 0.7, 0.05);
   r.rows[2].tensor.values[gc::kEucDist] = std::nullopt;
-  r.rows[2].tensor.tokens[gc::kEucDist] = "unsupported";
+  r.rows[2].tensor.words[gc::kEucDist] = gc::CellWord::kUnsupported;
   gc::finish_tensor_compare(r, gc::CompareOptions{});
   CHECK(r.rows[0].verdict == gc::Verdict::kPass);
   CHECK(r.rows[1].verdict == gc::Verdict::kError);  // the first output, though exact
@@ -394,7 +394,7 @@ void real_data_rules_and_csv() {
                    0) == 0);
   CHECK(text.find(",Err_message,Data_name,Match,First Divergence\n") != std::string::npos);
   CHECK(text.find(",0.7,unsupported,0.5,0.5,0.05,0.05,") != std::string::npos);
-  CHECK(text.find("\"['N/A', 'N/A']\"") != std::string::npos);  // no data_name in these records
+  CHECK(text.find("\"['-1', '-1']\"") != std::string::npos);  // no data_name: msprobe's "-1"
 
   // Thresholds apply: an output ratio limit of 0 never fires; a Cosine drop
   // of 0.5 allowed does not warn.
