@@ -153,7 +153,7 @@ def _checks(vs: dict[str, Any]) -> list[str]:
             out.append(f"{name}: RECORDED NOTHING (its numbers do not measure recording)")
     for level in ("L0", "L1"):
         hooks = vs.get(f"hooks+{level}", {})
-        for mode in ("eager", "compiled", "opaque", "cudagraph"):
+        for mode in ("eager", "compiled", "fused", "cudagraph"):
             v = vs.get(f"{mode}+{level}", {})
             if not (v.get("available") and hooks.get("available")):
                 continue
@@ -215,12 +215,12 @@ def _goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                 v.get("ratio") if v.get("records") else None,
                 GOAL_COMPILED_L0, False, v)
         if m["model"] in GOAL_FUSED_L0 and not gpu:
-            for name in ("opaque+L0", "compiled+L0"):  # before, after
+            for name in ("compiled+L0", "fused+L0"):  # opaque probes, fused statistics
                 v = vs.get(name, {})
                 add(f"{name} <= {GOAL_FUSED_L0[m['model']]}x compiled (#16)", m["model"],
                     v.get("ratio") if v.get("records") else None, GOAL_FUSED_L0[m["model"]], False, v)
         if m["model"] == "transformer-l" and not gpu:
-            for name in ("opaque+L0", "compiled+L0"):
+            for name in ("compiled+L0", "fused+L0"):
                 v = vs.get(name, {})
                 add(f"{name} overhead <= {GOAL_FUSED_FLOOR_L}x floor (#16)", m["model"],
                     v.get("overhead_per_floor"), GOAL_FUSED_FLOOR_L, False, v)

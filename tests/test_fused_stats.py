@@ -55,9 +55,12 @@ def _read(tmp_path, step: int = 0) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_dynamo():
+def _fused_on():
     torch._dynamo.reset()
+    before = fused_stats.enabled()
+    fused_stats.set_enabled(True)
     yield
+    fused_stats.set_enabled(before)
     torch._dynamo.reset()
 
 
@@ -168,18 +171,19 @@ def test_dynamic_shapes_record_each_steps_shape(tmp_path):
         assert_stats_close(got, stats64(want) | {"shape": list(want.shape)}, 1e-5, f"step{step}")
 
 
-def test_switch_off_keeps_the_opaque_probe_also_after_a_fused_compile(tmp_path, monkeypatch):
-    # The same model compiled fused, then with the switch off: compile caches
-    # (AOTAutogradCache keys on dynamo's graph) must not hand back the fused code.
+def test_switch_off_recompiles_the_opaque_probe(tmp_path):
+    # The same compiled model, run fused, then with the switch off: dynamo
+    # must not reuse the fused graph (it guards on the switch), nor compile
+    # caches hand back fused code (AOTAutogradCache keys on dynamo's graph).
     model, x = Chain(), torch.randn(4, 256)
-    dumper = _start(tmp_path / "on", "L1", model)
-    _, fused = _run_compiled(model, x)
-    dumper.step()
-    dumper.stop()
-    torch._dynamo.reset()
-    monkeypatch.setenv(fused_stats.ENV_SWITCH, "0")
-    dumper = _start(tmp_path / "off", "L1", model)
-    _, opaque = _run_compiled(model, x)
+    compiled = torch.compile(model, backend="inductor", fullgraph=True)
+    dumper = _start(tmp_path, "L1", model)
+    with torch.no_grad():
+        _, fused = run_and_get_code(compiled, x)
+        fused = "\n".join(fused)
+        fused_stats.set_enabled(False)
+        _, opaque = run_and_get_code(compiled, x)
+        opaque = "\n".join(opaque)
     dumper.step()
     dumper.stop()
     assert "torch.ops.graphprobe.record_values" in fused
@@ -215,10 +219,10 @@ def test_tensor_task_compiles_the_opaque_probe_and_saves_tensors(tmp_path):
     assert files, "the tensor task saved no tensor"
 
 
-def _observer_shift(dtype: torch.dtype, fused: bool, tmp_path, monkeypatch) -> float:
+def _observer_shift(dtype: torch.dtype, fused: bool, tmp_path) -> float:
     """Largest change of the compiled model's output when L1 probes are added,
     relative to the output's largest magnitude."""
-    monkeypatch.setenv(fused_stats.ENV_SWITCH, "1" if fused else "0")
+    fused_stats.set_enabled(fused)
     torch.manual_seed(4)
     model, x = Chain(256, dtype), torch.randn(32, 256, dtype=dtype)
     torch._dynamo.reset()
@@ -233,7 +237,7 @@ def _observer_shift(dtype: torch.dtype, fused: bool, tmp_path, monkeypatch) -> f
     return ((probed - plain).abs().max() / plain.abs().max()).item()
 
 
-def test_observer_effect_on_bfloat16_model_does_not_grow(tmp_path, monkeypatch):
-    opaque = _observer_shift(torch.bfloat16, False, tmp_path, monkeypatch)
-    fused = _observer_shift(torch.bfloat16, True, tmp_path, monkeypatch)
+def test_observer_effect_on_bfloat16_model_does_not_grow(tmp_path):
+    opaque = _observer_shift(torch.bfloat16, False, tmp_path)
+    fused = _observer_shift(torch.bfloat16, True, tmp_path)
     assert fused <= opaque, f"fused probes move the output by {fused:.3g}, opaque ones by {opaque:.3g}"

@@ -235,8 +235,11 @@ def fused_stats_triton(tmp: str) -> None:
     a stored tensor would be."""
     torch = _torch()
     import graphprobe
+    from graphprobe.wiring import fused_stats
     from torch._inductor.utils import run_and_get_code
     from dtype_sweep import read_step, write_config
+
+    fused_stats.set_enabled(True)  # off by default
 
     class Chain(torch.nn.Module):
         def forward(self, a, b):

@@ -3,9 +3,9 @@
 An opaque probe makes inductor materialise the probed
 tensor and read it a second time, and splits the fused chain around it —
 which costs time and can change the model's own rounding. So dynamo inserts
-``graphprobe::record_stats_fusable`` where fusing is allowed (the statistics
-task, the switch below not off; decided while tracing, so that the choice is
-part of the graph and of every compile-cache key), and for inductor only
+``graphprobe::record_stats_fusable`` where fusing is allowed (switched on,
+statistics task; decided while tracing, so that the choice is part of the
+graph and of every compile-cache key), and for inductor only
 that probe becomes ordinary reductions (max, min, sum, sum of
 squares, NaN count over the tensor widened to float64), which inductor fuses
 into the loops that produce the tensor, plus ``graphprobe::record_values``,
@@ -13,8 +13,8 @@ a tiny side-effecting op that writes the five numbers into the record
 table. Other backends (eager, ``aot_eager``), CUDA graph capture of eager
 code and the tensor task keep the opaque kernel.
 
-The switch is read when dynamo traces: ``GRAPHPROBE_FUSED_STATS=0`` keeps
-every probe of graphs traced from then on opaque.
+Off by default: ``GRAPHPROBE_FUSED_STATS=1`` (at import) or
+:func:`set_enabled` switches it on for graphs traced from then on.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ import threading
 
 import torch
 
-__all__ = ["ENV_SWITCH", "enabled", "install"]
+__all__ = ["ENV_SWITCH", "enabled", "install", "set_enabled"]
 
 ENV_SWITCH = "GRAPHPROBE_FUSED_STATS"
-"""Environment variable: ``0`` keeps the probes opaque under inductor too."""
+"""Environment variable read at import: ``1`` switches fused statistics on
+(default off: on this project's CPU benchmarks they cost several times the
+compile time and were not faster; see benchmarks/results)."""
 
 # The dtypes whose statistics the fused path computes; others (integers,
 # bool, float8, complex) keep the opaque kernel.
@@ -36,11 +38,23 @@ _FUSED_DEVICES = ("cpu", "cuda")
 
 _lock = threading.Lock()
 _installed = False
+_enabled = os.environ.get(ENV_SWITCH, "0").strip() == "1"
 
 
 def enabled() -> bool:
-    """Whether graphs compiled from now on fuse their statistics."""
-    return os.environ.get(ENV_SWITCH, "1").strip() != "0"
+    """Whether graphs traced from now on may fuse their statistics.
+
+    Read by dynamo inside the traced probe code, so that dynamo guards on
+    it: flipping the switch recompiles instead of reusing a graph built the
+    other way."""
+    return _enabled
+
+
+def set_enabled(on: bool) -> None:
+    """Switches fused statistics on or off for graphs traced from now on
+    (the environment variable sets the value at import)."""
+    global _enabled
+    _enabled = bool(on)
 
 
 def install() -> None:

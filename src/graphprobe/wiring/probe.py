@@ -112,9 +112,10 @@ def _register(
 
 @torch._dynamo.assume_constant_result
 def _fusion_allowed() -> bool:
-    """Whether inductor may fuse the statistics of the probes being traced
-    (wiring/fused_stats.py). Executed, not traced: a constant of the graph."""
-    allowed = fused_stats.enabled() and _C.tensor_staging() is None
+    """Whether the task lets inductor fuse the statistics of the probes being
+    traced (wiring/fused_stats.py): the tensor task needs the tensors.
+    Executed, not traced: a constant of the graph."""
+    allowed = _C.tensor_staging() is None
     if allowed:
         fused_stats.install()
     return allowed
@@ -136,7 +137,8 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
     mode = _mode()
     site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode)
     if mode == _TRACED:
-        op = record_stats_fusable if _fusion_allowed() else record_stats
+        # The switch is read here, in traced code, so that dynamo guards on it.
+        op = record_stats_fusable if fused_stats.enabled() and _fusion_allowed() else record_stats
         for i, tensor in enumerate(tensors):
             op(tensor, site, i)  # graph nodes: they run on every execution
     elif tensors:
