@@ -45,15 +45,15 @@ class AtenTable final : public DeviceTable {
   }
 
   void record(const at::Tensor& x, int64_t row) override {
-    at::Tensor r;
-    {
-      const std::lock_guard<std::mutex> lock(mu_);
-      TORCH_CHECK(row >= 0 && row < rows_, "graphprobe: internal error: row ", row, " of ", device_,
-                  " was not handed out (", rows_, " rows)");
-      r = chunks_[static_cast<size_t>(row / kChunkRows)].select(0, row % kChunkRows);
-    }
+    const at::Tensor r = row_view(row);
     const c10::DeviceGuard guard(device_);
     stats::record_row_aten(x, r, counters_);
+  }
+
+  void write_values(const at::Tensor& values, int64_t row) override {
+    const at::Tensor r = row_view(row);
+    const c10::DeviceGuard guard(device_);
+    stats::write_values_aten(values, r, counters_);
   }
 
   std::vector<Row> fetch() override {
@@ -88,6 +88,15 @@ class AtenTable final : public DeviceTable {
   }
 
  private:
+  // Row `row` as int32 [8]. Under the lock: another thread's add_row() may
+  // be growing the chunk list (the chunks themselves never move).
+  at::Tensor row_view(int64_t row) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(row >= 0 && row < rows_, "graphprobe: internal error: row ", row, " of ", device_,
+                " was not handed out (", rows_, " rows)");
+    return chunks_[static_cast<size_t>(row / kChunkRows)].select(0, row % kChunkRows);
+  }
+
   // Never an inference tensor: the first probe may run under
   // torch.inference_mode (vLLM serves under it), and later probes outside it
   // must still update the table in place.

@@ -33,19 +33,12 @@ class CpuTable final : public DeviceTable {
     Stats st{0, 0, 0, 0, 0};
     if (value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0)
       st = compute_stats_cpu(x);
-    const std::lock_guard<std::mutex> lock(mu_);
-    // A row dropped by reset() while this probe reduced: nothing to write.
-    if (row < 0 || row >= static_cast<int64_t>(rows_.size())) return;
-    Row& r = rows_[static_cast<size_t>(row)];
-    const double epoch = static_cast<double>(epoch_);
-    r.v[kWrites] = r.v[kStamp] == epoch ? r.v[kWrites] + 1 : 1;
-    r.v[kStamp] = epoch;
-    r.v[kSeq] = ++seq_;
-    r.v[kMax] = st.max;
-    r.v[kMin] = st.min;
-    r.v[kSum] = st.sum;
-    r.v[kSumSq] = st.sumsq;
-    r.v[kNanCount] = static_cast<double>(st.nan_count);
+    write(st, row);
+  }
+
+  void write_values(const at::Tensor& values, int64_t row) override {
+    const double* v = values.const_data_ptr<double>();
+    write(Stats{v[kMax], v[kMin], v[kSum], v[kSumSq], static_cast<int64_t>(v[kNanCount])}, row);
   }
 
   std::vector<Row> fetch() override {
@@ -68,6 +61,22 @@ class CpuTable final : public DeviceTable {
   }
 
  private:
+  void write(const Stats& st, int64_t row) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    // A row dropped by reset() while this probe reduced: nothing to write.
+    if (row < 0 || row >= static_cast<int64_t>(rows_.size())) return;
+    Row& r = rows_[static_cast<size_t>(row)];
+    const double epoch = static_cast<double>(epoch_);
+    r.v[kWrites] = r.v[kStamp] == epoch ? r.v[kWrites] + 1 : 1;
+    r.v[kStamp] = epoch;
+    r.v[kSeq] = ++seq_;
+    r.v[kMax] = st.max;
+    r.v[kMin] = st.min;
+    r.v[kSum] = st.sum;
+    r.v[kSumSq] = st.sumsq;
+    r.v[kNanCount] = static_cast<double>(st.nan_count);
+  }
+
   mutable std::mutex mu_;
   std::deque<Row> rows_;  // deque: rows keep their address as it grows
   int64_t epoch_;

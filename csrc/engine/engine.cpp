@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "runtime/device_runtime.h"
 #include "stats/reducible_types.h"
 #include "writer/save_target.h"
 
@@ -106,14 +107,14 @@ int64_t Engine::new_program() {
   return registry_.new_program();
 }
 
-int64_t Engine::new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance) {
+int64_t Engine::new_slot(c10::Device device, int64_t site, int64_t index, bool captured, int64_t instance) {
   if (static_cast<int64_t>(slots_.size()) >= kMaxSlots) return -1;
   Slot s;
   s.site = site;
   s.index = index;
   s.captured = captured;
   s.instance = instance;
-  s.device = x.device();
+  s.device = device;
   const int64_t id = static_cast<int64_t>(slots_.size());
   Table& t = table(s.device);
   s.row = t.rows->add_row();
@@ -123,28 +124,28 @@ int64_t Engine::new_slot(const at::Tensor& x, int64_t site, int64_t index, bool 
   return id;
 }
 
-void Engine::refresh(Slot& s, const at::Tensor& x) {
+void Engine::refresh(Slot& s, c10::ScalarType dtype, c10::IntArrayRef shape, int64_t numel) {
   // A reused slot describes its latest execution: shapes may change between
   // steps (dynamic shapes).
-  s.dtype = x.scalar_type();
-  s.shape = x.sizes().vec();
-  s.numel = x.numel();
+  s.dtype = dtype;
+  s.shape = shape.vec();
+  s.numel = numel;
 }
 
-int64_t Engine::slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing) {
+int64_t Engine::slot_for(c10::Device device, int64_t site, int64_t index, bool capturing) {
   const uint64_t key = probe_key(site, index);
-  if (capturing) return new_slot(x, site, index, /*captured=*/true, captured_seen_[key]++);
+  if (capturing) return new_slot(device, site, index, /*captured=*/true, captured_seen_[key]++);
   const int64_t k = eager_seen_[key]++;
   auto& list = eager_slots_[key];
   if (k < static_cast<int64_t>(list.size())) {
     const int64_t id = list[static_cast<size_t>(k)];
     // The row lives in the table of the device it was made for.
-    if (slots_[static_cast<size_t>(id)].device == x.device()) return id;
-    const int64_t moved = new_slot(x, site, index, /*captured=*/false, k);
+    if (slots_[static_cast<size_t>(id)].device == device) return id;
+    const int64_t moved = new_slot(device, site, index, /*captured=*/false, k);
     if (moved >= 0) list[static_cast<size_t>(k)] = moved;
     return moved;
   }
-  const int64_t id = new_slot(x, site, index, /*captured=*/false, k);
+  const int64_t id = new_slot(device, site, index, /*captured=*/false, k);
   if (id >= 0) list.push_back(id);
   return id;
 }
@@ -156,47 +157,77 @@ Engine::Table& Engine::table(c10::Device device) {
   return it->second;
 }
 
+bool Engine::admits_locked(const at::Tensor& t, int64_t site, int64_t index) {
+  // A cheap early exit while recording is switched off, before any work. A
+  // capture made while off still records the kernels (the switch is read on
+  // the device), so that switching on later needs no re-capture.
+  if (!active_ || (!enabled_ && !is_capturing(t))) return false;
+  const Site* s = registry_.site(site);
+  if (s == nullptr) return false;  // inserted under an earlier dumper: not this one's record
+  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
+              "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
+              s->layout.entry, " (", s->layout.places.size(), " tensors); the probe and its registration disagree");
+  return true;
+}
+
+Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, int64_t index, c10::ScalarType dtype,
+                                           c10::IntArrayRef shape, int64_t numel) {
+  const bool capturing = is_capturing(t);
+  std::lock_guard<std::mutex> lock(mu_);
+  DeviceTarget target;
+  if (!active_) return target;
+  const int64_t id = slot_for(t.device(), site, index, capturing);
+  if (id < 0) {
+    ++dropped_;
+    return target;
+  }
+  Slot& s = slots_[static_cast<size_t>(id)];
+  refresh(s, dtype, shape, numel);
+  target.table = table(t.device()).rows.get();
+  target.row = s.row;
+  if (staging_) target.staged = staged_file(*staging_, id);
+  target.gate = gates_.back().get();
+  return target;
+}
+
 void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
-  // Asks the device's runtime; an unsupported device is reported here.
-  const bool capturing = is_capturing(x);
-  {
-    // A cheap early exit while recording is switched off, before any work. A
-    // capture made while off still records the kernels (the switch is read on
-    // the device), so that switching on later needs no re-capture.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!active_ || (!enabled_ && !capturing)) return;
-    const Site* s = registry_.site(site);
-    if (s == nullptr) return;  // inserted under an earlier dumper: not this one's record
-    TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
-                "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
-                s->layout.entry, " (", s->layout.places.size(), " tensors); the probe and its registration disagree");
-  }
-  DeviceTable* rows = nullptr;
-  int64_t row = -1;
-  std::optional<std::string> staged;
-  const std::atomic<bool>* gate = nullptr;
+  // An unsupported device is reported before anything else.
+  (void)runtime::runtime_for(x.device().type());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!active_) return;
-    const int64_t id = slot_for(x, site, index, capturing);
-    if (id < 0) {
-      ++dropped_;
-      return;
-    }
-    Slot& s = slots_[static_cast<size_t>(id)];
-    refresh(s, x);
-    rows = table(x.device()).rows.get();
-    row = s.row;
-    if (staging_) staged = staged_file(*staging_, id);
-    gate = gates_.back().get();
+    if (!admits_locked(x, site, index)) return;
   }
+  const DeviceTarget target = device_target(x, site, index, x.scalar_type(), x.sizes(), x.numel());
+  if (target.table == nullptr) return;
   // Tables are never freed, so using them outside the lock is safe; the
   // table reduces x (on the host, or by launches on the current stream).
-  rows->record(x, row);
+  target.table->record(x, target.row);
   // Outside the lock: the writer may make this thread wait for budget. A
   // captured save checks the live switch on every replay; a non-captured one
   // got here only while recording.
-  if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, gate});
+  if (target.staged) writer::save_tensor(x, writer::SaveTarget{*target.staged, /*numbered=*/false, target.gate});
+}
+
+void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index, c10::ScalarType dtype,
+                           c10::IntArrayRef shape) {
+  (void)runtime::runtime_for(values.device().type());
+  TORCH_CHECK(values.scalar_type() == c10::ScalarType::Double && values.dim() == 1 &&
+                  values.numel() == kNanCount + 1 && values.is_contiguous(),
+              "graphprobe.record_values: expected the ", kNanCount + 1,
+              " statistics as a contiguous float64 vector, got ", values.scalar_type(), " of shape ", values.sizes());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!admits_locked(values, site, index)) return;
+    TORCH_CHECK(!staging_,
+                "graphprobe: this compiled graph computes its statistics inside its own kernels and cannot save the "
+                "tensors that task \"tensor\" needs; it was compiled while task \"statistics\" was running. Call "
+                "torch._dynamo.reset() (or compile again) after starting the tensor-task dumper, or set "
+                "GRAPHPROBE_FUSED_STATS=0 before compiling");
+  }
+  int64_t numel = 1;
+  for (const int64_t d : shape) numel *= d;
+  const DeviceTarget target = device_target(values, site, index, dtype, shape, numel);
+  if (target.table != nullptr) target.table->write_values(values, target.row);
 }
 
 void Engine::append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows,

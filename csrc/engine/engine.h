@@ -52,6 +52,14 @@ class Engine {
   // this engine does not know (wired by a dumper that was stopped) is ignored.
   void record(const at::Tensor& x, int64_t site, int64_t index);
 
+  // Records statistics that compiled code computed itself, fused into the
+  // kernels that produce the tensor (src/graphprobe/wiring/fused_stats.py):
+  // `values` holds max, min, sum, sum of squares and NaN count as float64 on
+  // the tensor's device; `dtype` and `shape` describe the tensor. Refused in
+  // the tensor task, which needs the tensor itself.
+  void record_values(const at::Tensor& values, int64_t site, int64_t index, c10::ScalarType dtype,
+                     c10::IntArrayRef shape);
+
   // Registers one part of a call (call_registry.h) and returns its site.
   // Captured parts belong to the capture under way on the current stream.
   int64_t open_call(PartLayout layout, InsertMode mode, int64_t program);
@@ -98,10 +106,22 @@ class Engine {
 
   void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
+  // Where one execution of a probe writes (on any device, CPU included);
+  // table is null when the probe does not record (switched off, unknown site, slot limit).
+  struct DeviceTarget {
+    DeviceTable* table = nullptr;
+    int64_t row = -1;
+    std::optional<std::string> staged;
+    const std::atomic<bool>* gate = nullptr;
+  };
+
   int64_t register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening);
-  int64_t slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing);
-  static void refresh(Slot& s, const at::Tensor& x);
-  int64_t new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance);
+  bool admits_locked(const at::Tensor& t, int64_t site, int64_t index);
+  DeviceTarget device_target(const at::Tensor& t, int64_t site, int64_t index, c10::ScalarType dtype,
+                             c10::IntArrayRef shape, int64_t numel);
+  int64_t slot_for(c10::Device device, int64_t site, int64_t index, bool capturing);
+  static void refresh(Slot& s, c10::ScalarType dtype, c10::IntArrayRef shape, int64_t numel);
+  int64_t new_slot(c10::Device device, int64_t site, int64_t index, bool captured, int64_t instance);
   struct Table;
   Table& table(c10::Device device);
   void append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,

@@ -20,4 +20,9 @@ constexpr int64_t kDeviceRowWords = 8;
 // the device, and while the switch reads 0 neither row nor counter changes.
 void record_row_aten(const at::Tensor& x, const at::Tensor& row, const at::Tensor& counters);
 
+// Writes precomputed statistics (`values`: max, min, sum, sum of squares,
+// NaN count, on the table's device; any floating dtype) into `row`, stamped
+// as record_row_aten stamps.
+void write_values_aten(const at::Tensor& values, const at::Tensor& row, const at::Tensor& counters);
+
 }  // namespace graphprobe::stats
