@@ -268,3 +268,22 @@ def test_torch_npu_without_npu_extension_leaves_cpu_working(monkeypatch, write_c
     dumper.step()
     dumper.stop()
     assert read_step(str(tmp_path / "dump"), 0)["data"][ENTRY]["output"][0]["Max"] == 1.0
+
+
+def test_precomputed_values_are_written_and_stamped(npu, write_config, read_step, tmp_path):
+    """record_values (fused statistics) on the NPU table: the values given
+    are the record's, stamped like a probe's."""
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(_identity())
+    x = torch.tensor([3.0, -1.0, 2.0])
+    # The site of a call part, as compiled code carries it; then the fused values in place of the probe.
+    site = int(graphprobe._ops._C.open_call("Fused.{n}", [("input_args", "0")], [0], [False], (), 0, 0))
+    values = torch.tensor([3.0, -1.0, 4.0, 14.0, 0.0], dtype=torch.float64)  # max, min, sum, sumsq, NaN count
+    torch.ops.graphprobe.record_values(values.to("npu"), site, 0, torch.float32, [3])
+    dumper.step()
+    dumper.stop()
+    rec = read_step(str(tmp_path / "dump"), 0)["data"]["Fused.0"]["input_args"][0]
+    want = stats64(x)
+    assert (rec["Max"], rec["Min"], rec["Mean"]) == (want["Max"], want["Min"], want["Mean"])
+    assert abs(rec["Norm"] - want["Norm"]) <= 1e-6 * want["Norm"]  # sqrt of a float32 sum of squares
+    assert rec["shape"] == [3] and rec["dtype"] == "torch.float32"
