@@ -178,10 +178,11 @@ def _same(got: Any, want: Any, tol: float) -> bool:
 
 
 #: Relative tolerance of Mean and Norm for floating types of at most 32 bits:
-#: both kernels sum those in float32 over short runs (at most 16 elements per
-#: lane on the CPU, one 16-byte vector on CUDA) and in double across them,
-#: which bounds the error by ~6e-7 of the sum of |x| (docs/formats.md).
-FLOAT_BLOCK_TOL = 1e-6
+#: both kernels sum those in float32 over short runs (16 elements per lane on
+#: the CPU, one 16-byte vector on CUDA) and in double across them, which
+#: bounds the error by ~1.2e-6 of the sum of |x| (docs/formats.md); the
+#: issue's goal is 1e-5.
+FLOAT_BLOCK_TOL = 2e-6
 #: Integers and float64 accumulate in double element by element.
 DOUBLE_TOL = 1e-12
 

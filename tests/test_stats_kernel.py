@@ -46,20 +46,21 @@ def _cases():
     # Values whose float32 block sums would be wrong, so the block is redone in
     # double: squares (or sums) beyond float's range, squares below it, and
     # subnormals; a block of zeros stays on the float path (exact there).
+    # 5000 elements: several blocks (1024 elements with AVX-512, 512 with AVX2) and a tail.
     for dtype in (torch.float32, torch.bfloat16):
-        r = torch.randn(1000, generator=gen, dtype=torch.float64)
+        r = torch.randn(5000, generator=gen, dtype=torch.float64)
         yield f"{dtype}-huge", (r * 1e20).to(dtype)
-        yield f"{dtype}-max-range", torch.full((700,), 3e38, dtype=torch.float64).to(dtype)
+        yield f"{dtype}-max-range", torch.full((5000,), 3e38, dtype=torch.float64).to(dtype)
         yield f"{dtype}-tiny", (r * 1e-30).to(dtype)
         yield f"{dtype}-subnormal", (r * 1e-40).to(dtype)
         one_huge = (r * 3).to(dtype)
-        one_huge[517] = 1e25
+        one_huge[2517] = 1e25
         yield f"{dtype}-one-huge", one_huge
-        yield f"{dtype}-zeros-then-values", torch.cat([torch.zeros(600, dtype=torch.float64), r]).to(dtype)
-        yield f"{dtype}-values-then-zeros", torch.cat([r, torch.zeros(600, dtype=torch.float64)]).to(dtype)
-        yield f"{dtype}-zeros", torch.zeros(1000, dtype=dtype)
+        yield f"{dtype}-zeros-then-values", torch.cat([torch.zeros(3000, dtype=torch.float64), r]).to(dtype)
+        yield f"{dtype}-values-then-zeros", torch.cat([r, torch.zeros(3000, dtype=torch.float64)]).to(dtype)
+        yield f"{dtype}-zeros", torch.zeros(5000, dtype=dtype)
         mixed = (r * 7).to(dtype)
-        mixed[100:400] = (r[100:400] * 1e-35).to(dtype)
+        mixed[1000:3100] = (r[1000:3100] * 1e-35).to(dtype)
         yield f"{dtype}-tiny-run", mixed
 
 def _record_all(out_dir: str) -> list[str]:
