@@ -11,10 +11,12 @@
 // squares in float32 (kChains independent accumulators per statistic, kSteps
 // elements per lane), and the block's float totals are added into double.
 // Per block the relative error is at most ~(kSteps + 3) * 2^-24 of the block's
-// sum of |x| (of x^2 for the squares): ~1.2e-6, inside the 1e-5 asked of
-// every statistic (typical errors, which do not all point one way, are
-// ~sqrt(kSteps) * 2^-24). kSteps = 16: the per-block test and flush then
-// cost ~7 % of the block's work (8: 14 %, measured 10 % slower). max/min are exact in float; NaN elements are not counted
+// sum of |x| (of x^2 for the squares): ~1.2e-6 for 16 steps, inside the 1e-5
+// asked of every statistic (typical errors, which do not all point one way,
+// are ~sqrt(kSteps) * 2^-24). Each Isa picks its kSteps (at most 16): longer
+// blocks spread the per-block test and flush (~7 % of a 16-step block), but
+// the AVX2 loop runs ~25 % slower at 16 than at 8 (measured). max/min are
+// exact in float; NaN elements are not counted
 // here (the caller counts them only when the sum comes out NaN). The order
 // in which elements reach the lanes is immaterial to the statistics, which
 // lets a loader split 2 * kLanes elements into two vectors however is
@@ -39,7 +41,7 @@ namespace graphprobe::simd::detail {
 template <class Isa>
 struct Shape {
   static constexpr int kChains = 4;
-  static constexpr int kSteps = 16;
+  static constexpr int kSteps = Isa::kSteps;
   static constexpr int64_t kBlock = int64_t{kChains} * kSteps * Isa::kLanes;
 };
 
@@ -93,6 +95,7 @@ Stats reduce(const Src* p, int64_t n) {
   using S = Shape<Isa>;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr float kTiny = 0x1p-60f;
+  const F one = Isa::set1(1.0f);
   F mx0 = Isa::set1(-kInf), mx1 = mx0, mx2 = mx0, mx3 = mx0;
   F mn0 = Isa::set1(kInf), mn1 = mn0, mn2 = mn0, mn3 = mn0;
   D s = Isa::dzero(), q = Isa::dzero();
@@ -108,7 +111,15 @@ Stats reduce(const Src* p, int64_t n) {
       Load::pair(b + 2 * Isa::kLanes, v2, v3);
       mx0 = Isa::max(v0, mx0), mx1 = Isa::max(v1, mx1), mx2 = Isa::max(v2, mx2), mx3 = Isa::max(v3, mx3);
       mn0 = Isa::min(v0, mn0), mn1 = Isa::min(v1, mn1), mn2 = Isa::min(v2, mn2), mn3 = Isa::min(v3, mn3);
-      s0 = Isa::add(s0, v0), s1 = Isa::add(s1, v1), s2 = Isa::add(s2, v2), s3 = Isa::add(s3, v3);
+      if constexpr (Isa::kSumOnFma) {
+        // v * 1 + s rounds exactly as v + s, but runs on the FMA units: max
+        // and min take the adder units (AMD Zen 4), and adds there too would
+        // make three operations queue on two units while the FMA units idle
+        // (+20-35 % measured in cache).
+        s0 = Isa::fma(v0, one, s0), s1 = Isa::fma(v1, one, s1), s2 = Isa::fma(v2, one, s2), s3 = Isa::fma(v3, one, s3);
+      } else {
+        s0 = Isa::add(s0, v0), s1 = Isa::add(s1, v1), s2 = Isa::add(s2, v2), s3 = Isa::add(s3, v3);
+      }
       q0 = Isa::fma(v0, v0, q0), q1 = Isa::fma(v1, v1, q1), q2 = Isa::fma(v2, v2, q2), q3 = Isa::fma(v3, v3, q3);
     }
     const F bs = Isa::add(Isa::add(s0, s1), Isa::add(s2, s3));

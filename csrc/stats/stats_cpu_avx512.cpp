@@ -33,6 +33,10 @@ struct Isa {
   using F = __m512;
   using D = __m512d;
   static constexpr int kLanes = 16;
+  // Thirty-two registers: room for the constant 1 of the FMA-form sum.
+  // Vectors each accumulator adds per block (simd_block_reduce.h).
+  static constexpr int kSteps = 16;
+  static constexpr bool kSumOnFma = true;
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
   // max_ps/min_ps return their second operand when the first is NaN: a NaN
