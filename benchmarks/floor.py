@@ -110,6 +110,9 @@ def kernel_costs(
         side = int(math.isqrt(max(sizes)))
         xt = torch.randn(side, side, device=device).t()
         rows.append(_one(f"{side}x{side} transposed", xt, sync, repeats, target_s))
+        # Every other column: no unit stride in any dimension (gathered in
+        # small buffers for the vectorised kernels).
+        rows.append(_one(f"{side}x{side}[:, ::2]", xt.t()[:, ::2], sync, repeats, target_s))
         # Fixed cost split: the engine inactive (dispatcher, string arguments,
         # the early exit) against active with a one-element tensor.
         one = torch.ones(1, device=device)

@@ -43,6 +43,14 @@ def _cases():
         yield f"{dtype}-expanded", m[0].expand(5, 45)
         if dtype == torch.int64:
             yield "int64-big-strided", (torch.arange(12, dtype=torch.int64) + 2**60).reshape(3, 4).t()
+    # Rows with a gap between elements, longer than the gather buffer (512).
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        wide = (torch.randn(3, 4001, generator=gen, dtype=torch.float64) * 300).to(dtype)
+        yield f"{dtype}-wide-step2", wide[:, ::2]
+        if dtype.is_floating_point:
+            holed = wide.clone()
+            holed[1, 2000] = float("nan")
+            yield f"{dtype}-wide-step2-nan", holed[:, ::2]
     # Values whose float32 block sums would be wrong, so the block is redone in
     # double: squares (or sums) beyond float's range, squares below it, and
     # subnormals; a block of zeros stays on the float path (exact there).

@@ -130,6 +130,8 @@ Stats reduce_range<c10::Half>(const c10::Half* data, int64_t begin, int64_t end)
 // (waking a worker costs more than reading them).
 constexpr int64_t kChunk = 1 << 16;
 constexpr int64_t kMinChunksToSplit = 4;
+// Elements of a strided row gathered at a time (a 4 KiB buffer at most).
+constexpr int64_t kGather = 512;
 
 template <class ReduceChunk>
 Stats reduce_in_chunks(int64_t n, const ReduceChunk& reduce_chunk) {
@@ -170,8 +172,16 @@ Stats reduce_strided(const at::Tensor& x) {
             if (strides[0] == static_cast<int64_t>(sizeof(scalar_t))) {
               acc = combine(acc, reduce_range<scalar_t>(reinterpret_cast<const scalar_t*>(row), 0, inner));
             } else {
-              for (int64_t i = 0; i < inner; ++i)
-                acc = combine(acc, reduce_range<scalar_t>(reinterpret_cast<const scalar_t*>(row + i * strides[0]), 0, 1));
+              // Gathered into a small buffer, a row with a gap between its
+              // elements (every other column, a column, a broadcast) takes
+              // the contiguous kernels too.
+              scalar_t buf[kGather];
+              for (int64_t i = 0; i < inner; i += kGather) {
+                const int64_t m = std::min<int64_t>(kGather, inner - i);
+                for (int64_t k = 0; k < m; ++k)
+                  buf[k] = *reinterpret_cast<const scalar_t*>(row + (i + k) * strides[0]);
+                acc = combine(acc, reduce_range<scalar_t>(buf, 0, m));
+              }
             }
           }
         },
