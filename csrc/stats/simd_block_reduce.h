@@ -70,8 +70,11 @@ inline void exact_run(const Src* p, int64_t n, typename Isa::F& mx, typename Isa
   }
 }
 
-// bfloat16 is the upper half of a float32.
-inline float bf16_to_float(uint16_t b) {
+// bfloat16 is the upper half of a float32. Internal linkage (static), as
+// everything else here is a template on a file-local Isa: each including
+// file compiles it for its own target, and a shared inline definition would
+// let the linker hand one file's AVX-512 copy to the other's AVX2 callers.
+static inline float bf16_to_float(uint16_t b) {
   const uint32_t u = static_cast<uint32_t>(b) << 16;
   float f;
   __builtin_memcpy(&f, &u, sizeof(f));
