@@ -14,8 +14,8 @@
 // sum of |x| (of x^2 for the squares): ~1.2e-6 for 16 steps, inside the 1e-5
 // asked of every statistic (typical errors, which do not all point one way,
 // are ~sqrt(kSteps) * 2^-24). Each Isa picks its kSteps (at most 16): longer
-// blocks spread the per-block test and flush (~7 % of a 16-step block), but
-// the AVX2 loop runs ~25 % slower at 16 than at 8 (measured). max/min are
+// blocks spread the per-block test and flush (~7 % of a 16-step block), as
+// far as its registers allow. max/min are
 // exact in float; NaN elements are not counted
 // here (the caller counts them only when the sum comes out NaN). The order
 // in which elements reach the lanes is immaterial to the statistics, which
@@ -108,12 +108,20 @@ Stats reduce(const Src* p, int64_t n) {
   for (; i + S::kBlock <= n; i += S::kBlock) {
     F s0 = Isa::zero(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
     const Src* b = p + i;
+    // Not unrolled: unrolled, GCC groups all steps' maxima, then their
+    // minima, ..., and keeps the loaded vectors on the stack meanwhile.
+#pragma GCC unroll 1
     for (int k = 0; k < S::kSteps; ++k, b += S::kChains * Isa::kLanes) {
       F v0, v1, v2, v3;
       Load::pair(b, v0, v1);
       Load::pair(b + 2 * Isa::kLanes, v2, v3);
-      mx0 = Isa::max(v0, mx0), mx1 = Isa::max(v1, mx1), mx2 = Isa::max(v2, mx2), mx3 = Isa::max(v3, mx3);
-      mn0 = Isa::min(v0, mn0), mn1 = Isa::min(v1, mn1), mn2 = Isa::min(v2, mn2), mn3 = Isa::min(v3, mn3);
+      mx0 = Isa::max(v0, mx0), mx1 = Isa::max(v1, mx1), mn0 = Isa::min(v0, mn0), mn1 = Isa::min(v1, mn1);
+      if constexpr (Isa::kMinMaxChains == 4) {
+        mx2 = Isa::max(v2, mx2), mx3 = Isa::max(v3, mx3), mn2 = Isa::min(v2, mn2), mn3 = Isa::min(v3, mn3);
+      } else {
+        // Two chains (max/min have a short latency) leave registers for the sums.
+        mx0 = Isa::max(v2, mx0), mx1 = Isa::max(v3, mx1), mn0 = Isa::min(v2, mn0), mn1 = Isa::min(v3, mn1);
+      }
       if constexpr (Isa::kSumOnFma) {
         // v * 1 + s rounds exactly as v + s, but runs on the FMA units: max
         // and min take the adder units (AMD Zen 4), and adds there too would

@@ -29,10 +29,12 @@ struct Isa {
   using F = __m256;
   using D = __m256d;
   static constexpr int kLanes = 8;
-  // Sixteen registers hold the 16 accumulators already: a constant 1 for the
-  // FMA form of the sum (simd_block_reduce.h) would spill (measured 25 % slower).
-  // Vectors each accumulator adds per block (simd_block_reduce.h).
+  // Sixteen registers: 2 max/min chains, 4 sum and 4 square chains and the
+  // loaded vectors fit; with 4 max/min chains, 16 steps per block or the
+  // FMA-form sum (simd_block_reduce.h) they spill (measured 25-40 % slower).
   static constexpr int kSteps = 8;
+  // Independent max/min accumulators (simd_block_reduce.h).
+  static constexpr int kMinMaxChains = 2;
   static constexpr bool kSumOnFma = false;
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float v) { return _mm256_set1_ps(v); }

@@ -36,6 +36,8 @@ struct Isa {
   // Thirty-two registers: room for the constant 1 of the FMA-form sum.
   // Vectors each accumulator adds per block (simd_block_reduce.h).
   static constexpr int kSteps = 16;
+  // Independent max/min accumulators (simd_block_reduce.h).
+  static constexpr int kMinMaxChains = 4;
   static constexpr bool kSumOnFma = true;
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
