@@ -25,6 +25,10 @@ GOAL_COMPILED_L0 = 1.25  # compiled + L0 within this ratio of compiled (CPU tran
 GOAL_FLOOR = 3.0  # overhead at most this many floors
 GOAL_HOOKS = 5.0  # at least this many times cheaper than hooks at the same level
 GOAL_CUDAGRAPH_L0 = 1.15  # CUDA graph + L0 within this ratio of the plain replay
+# Issue #16 (statistics fused into compiled code), CPU transformers:
+GOAL_FUSED_L0 = {"transformer-m": 1.10, "transformer-l": 1.05}  # compiled+L0 / compiled
+GOAL_FUSED_FLOOR_L = 1.5  # compiled+L0 overhead / floor, transformer-l
+GOAL_FUSED_HOOKS_L = 3.0  # hooks overhead / ours, compiled+L0, transformer-l
 GOAL_KERNEL_THROUGHPUT = 0.8  # CPU stats kernel at least this fraction of torch.sum's throughput ...
 KERNEL_GOAL_BYTES = (64 << 10, 16 << 20)  # ... on tensors of these sizes (issue #16)
 GOAL_FIXED_US = 1.5  # fixed cost per probe on a tiny CPU tensor, microseconds
@@ -152,7 +156,7 @@ def _checks(vs: dict[str, Any]) -> list[str]:
             out.append(f"{name}: RECORDED NOTHING (its numbers do not measure recording)")
     for level in ("L0", "L1"):
         hooks = vs.get(f"hooks+{level}", {})
-        for mode in ("eager", "compiled", "cudagraph"):
+        for mode in ("eager", "compiled", "fused", "cudagraph"):
             v = vs.get(f"{mode}+{level}", {})
             if not (v.get("available") and hooks.get("available")):
                 continue
@@ -214,6 +218,18 @@ def _goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             add(f"compiled+L0 <= {GOAL_COMPILED_L0}x compiled (CPU transformer)", m["model"],
                 v.get("ratio") if v.get("records") else None,
                 GOAL_COMPILED_L0, False, v)
+        if m["model"] in GOAL_FUSED_L0 and not gpu:
+            for name in ("compiled+L0", "fused+L0"):  # opaque probes, fused statistics
+                v = vs.get(name, {})
+                add(f"{name} <= {GOAL_FUSED_L0[m['model']]}x compiled (#16)", m["model"],
+                    v.get("ratio") if v.get("records") else None, GOAL_FUSED_L0[m["model"]], False, v)
+        if m["model"] == "transformer-l" and not gpu:
+            for name in ("compiled+L0", "fused+L0"):
+                v = vs.get(name, {})
+                add(f"{name} overhead <= {GOAL_FUSED_FLOOR_L}x floor (#16)", m["model"],
+                    v.get("overhead_per_floor"), GOAL_FUSED_FLOOR_L, False, v)
+                add(f"{name}: hooks overhead / ours >= {GOAL_FUSED_HOOKS_L} (#16)", m["model"],
+                    v.get("hooks_over_this"), GOAL_FUSED_HOOKS_L, True, v)
         if gpu:
             v = vs.get("cudagraph+L0", {})
             add(f"cudagraph+L0 <= {GOAL_CUDAGRAPH_L0}x cudagraph", m["model"],
