@@ -194,6 +194,47 @@ def float8_eager_and_captured(tmp: str) -> None:
         assert got.dtype == x.dtype and torch.equal(got.view(torch.uint8), x.cpu().view(torch.uint8)), name
 
 
+def kernel_edge_cases(device: str) -> list:
+    """(name, tensor on `device`) pairs for the statistics kernel's edges: views
+    whose data does not start on a 16-byte boundary (the CUDA kernel reads
+    elements one by one up to the first aligned address, then 16-byte
+    vectors, then the tail), lengths around a vector, and the values that send
+    a float32 vector to the exact double path (inf, NaN, squares beyond float
+    range, tiny and subnormal values, vectors of zeros)."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(16)
+    out = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.int64):
+        base = torch.randn(3 * 4099, generator=gen, dtype=torch.float64) * (20 if dtype == torch.int8 else 50)
+        full = base.to(dtype).to(device)
+        for start, stop in ((1, None), (3, 4098), (5, 21), (7, 8), (0, 15), (0, 17), (2, 4099)):
+            out.append((f"{dtype}[{start}:{stop}]", full[start:stop]))
+    for dtype in (torch.float32, torch.bfloat16):
+        r = torch.randn(5000, generator=gen, dtype=torch.float64)
+        for name, values in (("huge", r * 1e20), ("tiny", r * 1e-30), ("subnormal", r * 1e-40),
+                             ("zeros-then-values", torch.cat([torch.zeros(3000, dtype=torch.float64), r]))):
+            out.append((f"{dtype}-{name}", values.to(dtype).to(device)[1:]))
+        holed = r.to(dtype).to(device)
+        holed[2001] = float("nan")
+        out.append((f"{dtype}-nan", holed))
+        ends = r.to(dtype).to(device)
+        ends[10], ends[4000] = float("inf"), -float("inf")
+        out.append((f"{dtype}-inf", ends))
+    return out
+
+
+@case
+def stats_kernel_edges(tmp: str) -> None:
+    """The CUDA statistics kernel on misaligned views, lengths around a 16-byte
+    vector and values that need its exact path, against float64 references."""
+    from dtype_sweep import record_eager, sweep_problems
+
+    named = kernel_edge_cases("cuda")
+    data = record_eager(tmp, "cuda", [x for _, x in named])  # .to("cuda") keeps the views
+    bad = sweep_problems(data, named)
+    assert not bad, "\n".join(bad[:20])
+
+
 @case
 def reduce_overhead_records_once(tmp: str) -> None:
     """torch.compile(mode="reduce-overhead"): cudagraph trees really capture
