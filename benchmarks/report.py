@@ -25,6 +25,7 @@ GOAL_COMPILED_L0 = 1.25  # compiled + L0 within this ratio of compiled (CPU tran
 GOAL_FLOOR = 3.0  # overhead at most this many floors
 GOAL_HOOKS = 5.0  # at least this many times cheaper than hooks at the same level
 GOAL_CUDAGRAPH_L0 = 1.15  # CUDA graph + L0 within this ratio of the plain replay
+GOAL_STEP_HOLD_S = 0.1e-3  # step() holds the caller's thread at most this long with 100 records
 
 COLUMNS = [
     "variant", "ms/step", "x baseline [IQR]", "overhead ms", "records", "recorded KiB", "floor ms",
@@ -225,6 +226,13 @@ def _goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             if v.get("available") and "hooks_over_this" in v:
                 add(f">= {GOAL_HOOKS}x cheaper than hooks (overhead)", f"{m['model']} {name}", v["hooks_over_this"],
                     GOAL_HOOKS, True, v)
+    for row in results.get("step_hold", []):
+        if row["records"] == 100:
+            met = row["step_s"] <= GOAL_STEP_HOLD_S
+            goals.append({"goal": f"step() holds the caller <= {GOAL_STEP_HOLD_S * 1e3:g} ms, 100 records",
+                          "where": "step_hold", "value": row["step_s"] * 1e3, "target": GOAL_STEP_HOLD_S * 1e3,
+                          "met": met, "gap": "" if met else f"missed by {row['step_s'] / GOAL_STEP_HOLD_S:.2f}x",
+                          "note": "" if met else f"collecting alone costs {row['collect_s'] * 1e3:.3f} ms"})
     return goals
 
 
@@ -310,6 +318,14 @@ def markdown(results: dict[str, Any]) -> str:
         out += _table(COLUMNS, [_row(name, v) for name, v in m["variants"].items()])
         notes = [f"graph breaks while compiling: {m['graph_breaks']}"] + m["checks"]
         out += [""] + [f"- {n}" for n in notes]
+
+    if results.get("step_hold"):
+        out += ["", "## step() on the caller's thread (benchmarks/step_hold.py)", ""]
+        rows = [[str(r["records"]), _num(r["step_s"] * 1e3, "{:.3f}"), _num(r["collect_s"] * 1e3, "{:.3f}"),
+                 _num(r["step_over_collect"], "{:.2f}"), _num(r["back_to_back_s"] * 1e3, "{:.3f}")]
+                for r in results["step_hold"]]
+        out += _table(["records", "step() ms (writer idle)", "step(dump=False) ms", "step / collect (paired)",
+                       "step() ms back-to-back"], rows)
 
     k = results["kernel"]
     out += ["", "## Stats kernel micro-benchmark (`record_stats` alone, engine active)", ""]
