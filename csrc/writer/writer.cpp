@@ -1,6 +1,7 @@
 #include "writer/writer.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -194,6 +195,11 @@ void Writer::ensure_thread_locked() {
 }
 
 void Writer::run() {
+  // A background thread: when a producer (step(), a probe) wakes it, it must
+  // not preempt that producer on its own core (SCHED_BATCH: no wake-up
+  // preemption, same CPU share). Not being allowed to is harmless.
+  const sched_param batch{};
+  (void)::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &batch);
   for (;;) {
     // A snapshot of the queue, oldest first: whether each job's bytes are on
     // the host already or still wait for a device copy.
