@@ -352,8 +352,8 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-_FIXES_TEXT = """What closes the remaining gaps. dump.json is written by the writer thread (step() costs the
-collection and the JSON text) and the float32/bf16/fp16 kernel is an AVX2 single pass. The probe op takes
+_FIXES_TEXT = """What closes the remaining gaps. The step folder, the JSON text and dump.json are made by the
+writer thread (step() costs the collection and the naming of the calls) and the float32/bf16/fp16 kernel is an AVX2 single pass. The probe op takes
 two integers (a site registered when the probe was inserted, and the tensor's index) instead of three
 strings, which brought its fixed cost to about torch.sum's own on a tiny tensor; in eager mode one call per
 call part hands all of its tensors to the engine without the dispatcher. L0 records also carry each

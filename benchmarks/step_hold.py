@@ -23,6 +23,7 @@ dumper API, so the same file measures the code before and after a change.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -61,6 +62,8 @@ def _one(records: int, device: torch.device, repeats: int, root: str) -> dict[st
     dumper.start(model)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     kinds: dict[str, list[float]] = {"step": [], "collect": [], "back-to-back": []}
+    gc.collect()
+    gc.disable()  # a collection would land in whichever call allocates next
     try:
         for r in range(repeats + 1):  # the first round creates the slots
             order = list(kinds)[r % 3:] + list(kinds)[: r % 3]
@@ -76,6 +79,7 @@ def _one(records: int, device: torch.device, repeats: int, root: str) -> dict[st
         written = len(json.load(open(os.path.join(dumper.config.dump_path, "step0", f"pid{os.getpid()}",
                                                   "dump.json")))["data"])
     finally:
+        gc.enable()
         dumper.stop()
     ratios = [s / c for s, c in zip(kinds["step"], kinds["collect"]) if c > 0]
     return {

@@ -87,7 +87,7 @@ class AclGraphDumper:
         self._selected = True
         self._step = 0
         self._failed_records_base = 0
-        self._write_seq = -1  # the last dump.json handed to the writer
+        self._write_seq = -1  # the writer job of the latest step (see step())
         self._staging: str | None = None  # tensor task: where tensors wait for step()
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
@@ -185,14 +185,14 @@ class AclGraphDumper:
         if not dump:
             summary = _C.finish_step(None, self.config.task, self.config.level)
         else:
-            # The previous step's files had a whole iteration to reach the
-            # disk. Its failures are taken before this step's job is queued,
-            # so they are raised here, and this step's by the next call.
-            errors = self._wait_and_take_errors(self._write_seq)
             # With the switch off and nothing recorded, no folder is written;
             # N still counts iterations so step numbers line up with the bench.
             step_dir = self._step_dir()
             self._step += 1
+            # The previous step's files had a whole iteration to reach the
+            # disk. Its failures are taken before this step's job is queued,
+            # so they are raised here, and this step's by the next call.
+            errors = self._wait_and_take_errors(self._write_seq)
             try:
                 summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
             except Exception as exc:
