@@ -44,22 +44,29 @@ def _folder(dump: str, step: int) -> str:
     return found
 
 
-def test_statistics_of_queued_steps_stay_with_their_step(write_config, tmp_path):
+def _dump_steps(config: str, tmp_path, n: int, discard_after: int, junk: torch.Tensor) -> list[torch.Tensor]:
+    """Runs ``n`` steps of a wired ReLU queued behind a busy writer, with one
+    discarded step (input ``junk``) after step ``discard_after``; returns the
+    inputs of the kept steps."""
     model = torch.nn.Sequential(torch.nn.ReLU())
-    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper = graphprobe.AclGraphDumper(config)
     dumper.start(model)
-    inputs = _inputs(6)
+    inputs = _inputs(n)
     _busy_writer(tmp_path)
     try:
         for k, x in enumerate(inputs):
             model(x)
             dumper.step()
-            if k == 2:
-                model(torch.full((3,), 99.0))
+            if k == discard_after:
+                model(junk)
                 dumper.step(dump=False)  # discarded: must appear nowhere
-        dumper.flush()
     finally:
-        dumper.stop()
+        dumper.stop()  # waits for every step's files (and removes the tensor task's staging folder)
+    return inputs
+
+
+def test_statistics_of_queued_steps_stay_with_their_step(write_config, tmp_path):
+    inputs = _dump_steps(write_config(), tmp_path, 6, 2, torch.full((3,), 99.0))
     dump = str(tmp_path / "dump")
     assert sorted(os.listdir(dump)) == [f"step{k}" for k in range(6)]
     for k, x in enumerate(inputs):
@@ -71,20 +78,8 @@ def test_statistics_of_queued_steps_stay_with_their_step(write_config, tmp_path)
 
 
 def test_tensor_task_files_each_step_its_own_tensors(write_config, tmp_path):
-    model = torch.nn.Sequential(torch.nn.ReLU())
-    dumper = graphprobe.AclGraphDumper(write_config(task="tensor"))
-    dumper.start(model)
-    inputs = _inputs(5)
-    _busy_writer(tmp_path)
-    try:
-        for k, x in enumerate(inputs):
-            model(x)
-            dumper.step()
-            if k == 1:
-                model(torch.full((1000,), -7.0))  # the same slots, staged again, then discarded
-                dumper.step(dump=False)
-    finally:
-        dumper.stop()  # waits for every step's files, then removes the staging folder
+    # The discarded step stages the same slot files again.
+    inputs = _dump_steps(write_config(task="tensor"), tmp_path, 5, 1, torch.full((1000,), -7.0))
     dump = str(tmp_path / "dump")
     assert not glob.glob(os.path.join(dump, ".staging*"))
     for k, x in enumerate(inputs):
