@@ -13,7 +13,11 @@ cost of one call, large ones the cost per byte. The per-byte cost is the slope
 between the two largest sizes; its ratio to ``torch.sum``'s slope is the
 "passes" column: about 1 for a kernel that reads memory once at full speed.
 A kernel that reads once but computes slowly also shows more than 1; it then
-shows the same bytes/s whether its tensor fits in cache or not.
+shows the same bytes/s whether its tensor fits in cache or not. Each row also
+carries ``sum_over_op_paired``: torch.sum's time over record_stats' from
+back-to-back pairs (median of the per-pair ratios), i.e. the kernel's
+throughput relative to torch.sum's (issue #16's goal: >= 0.8 from 64 KiB to
+16 MiB of float32).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ __all__ = ["read_bandwidth", "kernel_costs"]
 
 _C = _ops._C
 _OP = torch.ops.graphprobe.record_stats.default
+PAIRS = 9  # back-to-back (torch.sum, record_stats) pairs per kernel row, at least
 
 
 def _sync_for(device: torch.device) -> Callable[[], None]:
@@ -102,6 +107,9 @@ def kernel_costs(
         side = int(math.isqrt(max(sizes)))
         xt = torch.randn(side, side, device=device).t()
         rows.append(_one(f"{side}x{side} transposed", xt, sync, repeats, target_s))
+        # Every other column: no unit stride in any dimension (gathered in
+        # small buffers for the vectorised kernels).
+        rows.append(_one(f"{side}x{side}[:, ::2]", xt.t()[:, ::2], sync, repeats, target_s))
         # Fixed cost split: the engine inactive (dispatcher, string arguments,
         # the early exit) against active with a one-element tensor.
         one = torch.ones(1, device=device)
@@ -129,10 +137,18 @@ def _one(label: str, x: torch.Tensor, sync: Callable[[], None], repeats: int, ta
     fns = {"op": op, "sum": lambda: x.sum(), "four": four}
     calls = {k: _calls_for(fn, target_s, sync, _reset) for k, fn in fns.items()}
     samples: dict[str, list[float]] = {k: [] for k in fns}
-    for r in range(repeats):
-        for k in list(fns)[r % 3:] + list(fns)[: r % 3]:
+    # torch.sum and record_stats run as back-to-back pairs (their order
+    # alternating) so that each pair sees the same machine; the ratio is the
+    # median of the per-pair ratios. The four reductions run after each pair.
+    pair_ratios: list[float] = []
+    for r in range(max(repeats, PAIRS)):
+        for k in ("sum", "op") if r % 2 == 0 else ("op", "sum"):
             samples[k].append(_time(fns[k], calls[k], sync))
             _reset()  # one epoch per batch: the engine reuses the batch's slots
+        pair_ratios.append(samples["sum"][-1] / samples["op"][-1])
+        if r < repeats:
+            samples["four"].append(_time(fns["four"], calls["four"], sync))
+            _reset()
     nbytes = x.numel() * x.element_size()
     row: dict[str, Any] = {
         "size": label,
@@ -145,6 +161,9 @@ def _one(label: str, x: torch.Tensor, sync: Callable[[], None], repeats: int, ta
         t = statistics.median(values)
         row[f"{k}_s"] = t
         row[f"{k}_bytes_per_s"] = nbytes / t
+    # Throughput of record_stats relative to torch.sum's (1 = as fast).
+    row["sum_over_op_paired"] = statistics.median(pair_ratios)
+    row["pairs"] = len(pair_ratios)
     return row
 
 

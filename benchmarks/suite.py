@@ -39,6 +39,9 @@ class Plan:
     kernel_repeats: int
     kernel_target_s: float
     compile: bool = True
+    # Models on which the fused-statistics variants run: each compiles one
+    # reduction kernel per probe, minutes on 2 cores for every model.
+    fused_models: tuple[str, ...] = ()
 
 
 def plan_for(mode: str, device: torch.device) -> Plan:
@@ -56,7 +59,8 @@ def plan_for(mode: str, device: torch.device) -> Plan:
     return Plan("full", ("transformer-s", "transformer-m", "transformer-l", "mlp"), repeats=9, target_s=0.2,
                 warmup=3, memory_steps=3, bandwidth_bytes=(2 << 30) if gpu else (256 << 20), bandwidth_repeats=9,
                 kernel_sizes=(16, 1024, 16384, 1 << 18, 1 << 20, 1 << 22, 1 << 24) + ((1 << 26,) if gpu else ()),
-                kernel_dtypes=(torch.float32, torch.bfloat16), kernel_repeats=5, kernel_target_s=0.03)
+                kernel_dtypes=(torch.float32, torch.bfloat16), kernel_repeats=5, kernel_target_s=0.03,
+                fused_models=("transformer-m", "transformer-l"))
 
 
 def _configure_dynamo() -> None:
@@ -94,6 +98,8 @@ def run_model(name: str, plan: Plan, device: torch.device, workdir: str, log: Ca
     torch._dynamo.utils.counters.clear()
     for vname in VARIANTS:
         reason = available(vname, device, plan.compile)
+        if reason is None and VARIANTS[vname][0] == "fused" and name not in plan.fused_models:
+            reason = "not run (fused statistics are measured on " + (", ".join(plan.fused_models) or "no model") + ")"
         if reason is None and baseline_of(vname) != vname and baseline_of(vname) not in built:
             reason = f"not run (baseline {baseline_of(vname)} unavailable)"
         if reason is not None:

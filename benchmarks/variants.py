@@ -7,6 +7,10 @@ eager                  ``model(x)``
 eager+L0 / eager+L1    graphprobe wired at that level, ``model(x)``, ``dumper.step()``
 compiled               ``torch.compile(model)(x)`` (inductor)
 compiled+L0 / +L1      graphprobe wired before ``torch.compile``, then as above
+                       (every probe an opaque op, the default)
+fused+L0 / +L1         the same with fused statistics switched on
+                       (``graphprobe.wiring.fused_stats``): the probes become
+                       reductions inside inductor's kernels
 hooks+L0 / hooks+L1    the usual way: Python hooks (L0: module forward hooks; L1:
                        a ``TorchFunctionMode`` over the same APIs graphprobe's L1
                        records) computing max/min/mean/norm of every tensor with
@@ -58,6 +62,8 @@ VARIANTS: dict[str, tuple[str, str | None]] = {
     "compiled": ("compiled", None),
     "compiled+L0": ("compiled", "L0"),
     "compiled+L1": ("compiled", "L1"),
+    "fused+L0": ("fused", "L0"),
+    "fused+L1": ("fused", "L1"),
     "cudagraph": ("cudagraph", None),
     "cudagraph+L0": ("cudagraph", "L0"),
     "cudagraph+L1": ("cudagraph", "L1"),
@@ -68,7 +74,7 @@ VARIANTS: dict[str, tuple[str, str | None]] = {
 def baseline_of(name: str) -> str:
     """The no-recording variant a variant is compared with."""
     mode, _ = VARIANTS[name]
-    return "eager" if mode == "hooks" else mode
+    return {"hooks": "eager", "fused": "compiled"}.get(mode, mode)
 
 
 def supported_levels() -> tuple[str, ...]:
@@ -85,7 +91,7 @@ def available(name: str, device: torch.device, compile_: bool) -> str | None:
     mode, level = VARIANTS[name]
     if mode == "cudagraph" and device.type != "cuda":
         return "CUDA only"
-    if mode == "compiled" and not compile_:
+    if mode in ("compiled", "fused") and not compile_:
         return "not run (--no-compile)"
     if level == "L1" and "L1" not in supported_levels():
         return "not available (graphprobe without L1)"
@@ -324,6 +330,22 @@ def _cudagraph(name: str, level: str | None, model: nn.Module, x: torch.Tensor, 
 # -- building ------------------------------------------------------------------
 
 
+def _fused_statistics(runner: Callable[..., Any]) -> Callable[..., Any]:
+    """``runner`` with fused statistics switched on while it runs (dynamo
+    guards on the switch, so each variant keeps its own graph)."""
+    from graphprobe.wiring import fused_stats
+
+    def run(*args: Any) -> Any:
+        before = fused_stats.enabled()
+        fused_stats.set_enabled(True)
+        try:
+            return runner(*args)
+        finally:
+            fused_stats.set_enabled(before)
+
+    return run
+
+
 def build_variant(name: str, base: nn.Module, x: torch.Tensor, workdir: str) -> Variant:
     """Builds ``name`` on its own copy of ``base`` (same weights) and input ``x``."""
     mode, level = VARIANTS[name]
@@ -335,7 +357,9 @@ def build_variant(name: str, base: nn.Module, x: torch.Tensor, workdir: str) -> 
         assert level is not None
         return _hooks(name, level, model, x, workdir, sync)
     dumper = _start_dumper(model, level, workdir, name) if level else None
-    runner = torch.compile(model) if mode == "compiled" else model
+    runner = torch.compile(model) if mode in ("compiled", "fused") else model
+    if mode == "fused":
+        runner = _fused_statistics(runner)
     if dumper is None:
 
         def step() -> None:

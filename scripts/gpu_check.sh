@@ -10,7 +10,10 @@
 #   3. pytest    tests/gpu file by file, cheapest first, each file in its own
 #                process under a timeout, and a per-test timeout inside
 #                (GRAPHPROBE_TEST_TIMEOUT, faulthandler: stacks, then exit)
-#   4. bench     benchmarks --quick, only if GPU_CHECK_BENCH_MIN seconds are left
+#   4. kernel    benchmarks.gpu_bandwidth: GB/s of the statistics kernel against
+#                torch.sum and a copy, 16 MiB to 1 GiB (time kept for it
+#                out of pytest's share: GPU_CHECK_KERNEL_S, default 35)
+#   5. bench     benchmarks --quick, only if GPU_CHECK_BENCH_MIN seconds are left
 #
 # Each stage has a time budget (printed by --dry-run); a stage that would
 # start after the overall deadline is reported as NOT RUN. Everything printed
@@ -45,6 +48,7 @@ SMOKE_BUDGET=${GPU_CHECK_SMOKE_S:-180}
 SMOKE_CASE_TIMEOUT=${GPU_CHECK_SMOKE_CASE_S:-75}
 TEST_TIMEOUT=${GRAPHPROBE_TEST_TIMEOUT:-60}
 BENCH_MIN=${GPU_CHECK_BENCH_MIN:-60}
+KERNEL_BUDGET=${GPU_CHECK_KERNEL_S:-35}
 RESERVE=15  # for the summary and fetching $OUT
 # Cheapest first: a hang or crash late costs the least.
 PYTEST_FILES=(tests/gpu/test_acl_save_cuda.py tests/gpu/test_cuda_graph_l0.py tests/gpu/test_tensor_task_cuda.py
@@ -58,7 +62,7 @@ left() { echo $(( TOTAL - RESERVE - $(elapsed) )); }
 declare -A RESULT
 
 plan() {
-  local pytest_budget=$(( TOTAL - RESERVE - BUILD_BUDGET - SMOKE_BUDGET ))
+  local pytest_budget=$(( TOTAL - RESERVE - BUILD_BUDGET - SMOKE_BUDGET - KERNEL_BUDGET ))
   echo "gpu_check plan: total ${TOTAL} s ($RESERVE s kept for the summary); output in $OUT_DIR"
   echo "  0 env     ~5 s      torch/CUDA/GPU versions; is pytest importable"
   echo "  1 build   ${BUILD_BUDGET} s    GRAPHPROBE_ONLY=engine $PY setup.py build_ext --inplace (MAX_JOBS=$MAX_JOBS," \
@@ -68,7 +72,9 @@ plan() {
   echo "  3 pytest  ~${pytest_budget} s    (what is left) file by file, ${TEST_TIMEOUT} s per test (faulthandler), in this order:"
   printf '              - %s\n' "${PYTEST_FILES[@]}"
   echo "              (tests/gpu/test_smoke_cases.py left out: stage 2 ran those cases)"
-  echo "  4 bench   only if >= ${BENCH_MIN} s are left: $PY -m benchmarks --quick"
+  echo "  4 kernel  ${KERNEL_BUDGET} s     $PY -m benchmarks.gpu_bandwidth (statistics kernel GB/s vs torch.sum and copy," \
+    "float32/bfloat16, 16 MiB-1 GiB; sizes left when time is up are listed)"
+  echo "  5 bench   only if >= ${BENCH_MIN} s are left: $PY -m benchmarks --quick"
 }
 
 if [ "$DRY" = 1 ]; then
@@ -155,7 +161,7 @@ if [ "$HAVE_PYTEST" = 0 ]; then
 else
   for f in "${PYTEST_FILES[@]}"; do
     name=$(basename "$f" .py)
-    remaining=$(left)
+    remaining=$(( $(left) - KERNEL_BUDGET ))  # stage 4's time is kept
     if [ "$remaining" -lt 20 ]; then
       echo "PYTEST NOT RUN $f (no time left)"
       RESULT[pytest]="INCOMPLETE"
@@ -173,9 +179,21 @@ else
   RESULT[pytest]=${RESULT[pytest]:-$([ $pytest_rc = 0 ] && echo PASS || echo FAIL)}
 fi
 
-# ------------------------------------------------------------------ 4 bench
+# ------------------------------------------------------------------ 4 kernel
+if [ "$(left)" -ge 20 ]; then
+  kb=$(( KERNEL_BUDGET < $(left) ? KERNEL_BUDGET : $(left) ))
+  echo "== 4 kernel (budget $kb s)"
+  # The measuring loop stops 15 s early: imports, CUDA start-up and writing.
+  timeout -k 5 "$kb" $PY -m benchmarks.gpu_bandwidth --out "$OUT_DIR" --budget $(( kb > 30 ? kb - 15 : 15 )) 2>&1 | tail -20
+  rc=${PIPESTATUS[0]}
+  RESULT[kernel]=$([ "$rc" = 0 ] && echo "ran (gpu_bandwidth.md)" || echo "FAIL (rc $rc$([ "$rc" = 124 ] && echo ', timed out'))")
+else
+  RESULT[kernel]="NOT RUN ($(left) s left)"
+fi
+
+# ------------------------------------------------------------------ 5 bench
 if [ -f benchmarks/__main__.py ] && [ "$(left)" -ge "$BENCH_MIN" ]; then
-  echo "== 4 bench ($(left) s left)"
+  echo "== 5 bench ($(left) s left)"
   timeout "$(left)" $PY -m benchmarks --quick --out "$OUT_DIR" 2>&1 | tail -40
   RESULT[bench]="ran (rc ${PIPESTATUS[0]})"
 else
@@ -183,7 +201,7 @@ else
 fi
 
 echo "== summary after $(elapsed) s"
-for stage in build smoke pytest bench; do echo "  $stage: ${RESULT[$stage]:-NOT RUN}"; done
+for stage in build smoke pytest kernel bench; do echo "  $stage: ${RESULT[$stage]:-NOT RUN}"; done
 rc=$(( smoke_rc != 0 || pytest_rc != 0 ))
 echo "GPU CHECK: $([ $rc = 0 ] && echo PASS || echo FAIL); logs in $OUT_DIR"
 exit "$rc"

@@ -177,6 +177,23 @@ def _same(got: Any, want: Any, tol: float) -> bool:
     return abs(got - want) <= tol
 
 
+#: Relative tolerance of Mean and Norm for floating types of at most 32 bits:
+#: both kernels sum those in float32 over short runs (16 elements per lane on
+#: the CPU, one 16-byte vector on CUDA) and in double across them, which
+#: bounds the error by ~1.2e-6 of the sum of |x| (docs/formats.md); the
+#: issue's goal is 1e-5.
+FLOAT_BLOCK_TOL = 2e-6
+#: Integers and float64 accumulate in double element by element.
+DOUBLE_TOL = 1e-12
+
+
+def sum_tolerance(dtype: torch.dtype) -> float:
+    """Relative tolerance of the summed statistics (Mean, Norm) for dtype."""
+    if dtype.is_floating_point and dtype != torch.float64:
+        return FLOAT_BLOCK_TOL
+    return DOUBLE_TOL
+
+
 def problems(record: dict[str, Any], x: torch.Tensor) -> list[str]:
     """How one dump.json tensor leaf differs from x's float64 reference."""
     out = []
@@ -187,12 +204,12 @@ def problems(record: dict[str, Any], x: torch.Tensor) -> list[str]:
     want = reference(x)
     scale = want.pop("_scale", 0.0)
     for key, w in want.items():
-        # Max/Min are exact; sums differ only by the order of summation.
+        # Max/Min are exact; sums differ by the order and precision of summation.
         tol = 0.0
         if key == "Mean" and isinstance(w, float):
-            tol = 1e-12 * scale
+            tol = sum_tolerance(x.dtype) * scale
         elif key == "Norm" and isinstance(w, float) and math.isfinite(w):
-            tol = 1e-12 * w
+            tol = sum_tolerance(x.dtype) * w
         if not _same(record.get(key), w, tol):
             out.append(f"{key} {record.get(key)!r} != {w!r}")
     return out

@@ -55,3 +55,18 @@ def test_smoke_run_reports_columns_and_counts_bytes(tmp_path):
     if variants["eager+L1"]["available"]:
         l1, hooks1 = variants["eager+L1"], variants["hooks+L1"]
         assert (l1["records"], l1["bytes"]) == (hooks1["records"], hooks1["bytes"])
+
+
+def test_gpu_bandwidth_without_cuda_says_so(tmp_path):
+    # The GPU benchmark (run by scripts/gpu_check.sh) refuses clearly on a CPU-only torch.
+    import torch
+
+    if torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("CUDA present: gpu_check.sh runs the real measurement")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_bandwidth", "--out", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "CUDA is not available" in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -1,4 +1,7 @@
-"""Tensor-mode compare: real-data metrics of two tensor dumps.
+"""Tensor-mode compare in graphprobe's layout (``--tensor-layout graphprobe``:
+the statistics CSV with the real-data columns appended, graphprobe's tensor
+rules); msprobe's layout, the default, is tested in
+test_compare_tensors_msprobe.py.
 
 Dumps are written by hand here: dump.json with ``"task": "tensor"`` and
 ``data_name`` per record, the tensors with ``torch.save`` under
@@ -88,10 +91,11 @@ def write_tensor_dump(
 
 
 def compare_dirs(tmp_path: Path, target: Path, bench: Path, thresholds: Thresholds = Thresholds()) -> list[dict[str, str]]:
-    """Compares two dump folders with compare_pair; returns the CSV rows."""
+    """Compares two dump folders with compare_pair in graphprobe's tensor
+    layout; returns the CSV rows."""
     out = tmp_path / "out"
     outcome = compare_pair(Pair(None, "0", target / "dump.json", bench / "dump.json"), out / "r.csv", out / "r.html",
-                           thresholds=thresholds)
+                           thresholds=thresholds, tensor_layout="graphprobe")
     assert outcome.error is None, outcome.error
     with open(out / "r.csv", newline="") as f:
         return list(csv.DictReader(f))
@@ -412,7 +416,7 @@ def test_cli_tensor_dump_roots(tmp_path: Path, capsys: pytest.CaptureFixture[str
     write_tensor_dump(tmp_path / "b" / "step0" / "rank0", entries_b)
     out = tmp_path / "out"
     code = main(["compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(out), "-q",
-                 "--cosine-drop", "0.05"])
+                 "--cosine-drop", "0.05", "--tensor-layout", "graphprobe"])
     _, err = capsys.readouterr()
     assert code == 0, err
     (csv_path,) = (out / "step0").glob("compare_result_0_*.csv")
@@ -420,7 +424,7 @@ def test_cli_tensor_dump_roots(tmp_path: Path, capsys: pytest.CaptureFixture[str
         header = next(csv.reader(f))
     stats_header = _compare.csv_header()
     assert header == stats_header[:-2] + TENSOR_COLUMNS + ["Match", "First Divergence"]
-    assert header == _compare.csv_header(tensor_columns=True)
+    assert header == _compare.csv_header(tensor_columns=True, tensor_layout="graphprobe")
     with open(csv_path, newline="") as f:
         rows = {r["NPU Name"][len(E) + 1 :]: r for r in csv.DictReader(f)}
     assert metrics(rows["input.0"]) == [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]

@@ -24,8 +24,10 @@ def test_dry_run_prints_the_plan_and_budgets(tmp_path):
     total = int(re.search(r"total (\d+) s", out).group(1))
     assert total <= 480
     budgets = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s+\d (\w+)\s+~?(\d+) s", out, re.M)}
-    assert set(budgets) >= {"env", "build", "smoke", "pytest"}, budgets
-    assert budgets["build"] + budgets["smoke"] + budgets["pytest"] <= total
+    assert set(budgets) >= {"env", "build", "smoke", "pytest", "kernel"}, budgets
+    assert budgets["build"] + budgets["smoke"] + budgets["pytest"] + budgets["kernel"] <= total
+    # The kernel's bandwidth (issue #16) is measured in the same one-shot run.
+    assert "benchmarks.gpu_bandwidth" in out
     assert budgets["pytest"] > 0
     # Every smoke case is announced, and pytest files come cheapest first.
     import smoke

@@ -153,6 +153,38 @@ def test_record_list_is_the_same_under_every_backend(name, level, tmp_path):
             assert checked >= len(data), f"{backend} step {step}: only {checked} values had a reference"
 
 
+# Llama compiles for minutes with fused statistics on 2 cores (one reduction
+# kernel per probe): run by hand with GRAPHPROBE_SLOW_TESTS=1.
+_FUSED_MODELS = ["towers"] + (["llama"] if os.environ.get("GRAPHPROBE_SLOW_TESTS") == "1" else [])
+
+
+@pytest.mark.parametrize("name", _FUSED_MODELS)
+def test_fused_statistics_keep_record_list_and_values(name, tmp_path):
+    # Statistics fused into inductor's code (opt-in): the same record list as
+    # eager mode and the same float64-referenced values, on our model and (by
+    # hand) on transformers' Llama.
+    if name == "llama":
+        pytest.importorskip("transformers")
+    from graphprobe.wiring import fused_stats
+
+    torch.manual_seed(0)
+    model = MODELS[name]().eval()
+    inputs = inputs_for(name, 2)
+    refs = _references(model, inputs, "mix")
+    eager = _dump(model, "mix", "eager", inputs, tmp_path)
+    before = fused_stats.enabled()
+    fused_stats.set_enabled(True)
+    try:
+        torch._dynamo.reset()
+        fused = _dump(model, "mix", "inductor", inputs, tmp_path / "fused")
+    finally:
+        fused_stats.set_enabled(before)
+    for step, data in enumerate(fused):
+        assert _record_list(data) == _record_list(eager[step]), f"fused step {step}: record list differs from eager"
+        checked = _check_values(data, refs[step], 1e-5, f"fused step {step}")
+        assert checked >= len(data), f"fused step {step}: only {checked} values had a reference"
+
+
 def test_graphprobe_compare_finds_no_divergence_between_inductor_and_eager(tmp_path):
     from graphprobe.compare import compare
 

@@ -16,9 +16,39 @@ std::string num(const std::optional<double>& v) { return v ? format_number(*v) :
 
 std::string flag(const std::optional<bool>& b) { return b ? (*b ? "True" : "False") : kNA; }
 
+// A Python str's repr, as msprobe's Data_name cell shows it.
+std::string py_repr(const std::string& s) {
+  const char q = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == q || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back(q);
+  return out;
+}
+
+// msprobe's Data_name cell: the Python list [target file, bench file], "-1"
+// for a record without a file (a non-tensor value), "N/A" for a missing side.
+std::string data_names(bool has_t, const TensorRecord& t, bool has_b, const TensorRecord& b) {
+  auto one = [](bool has, const TensorRecord& r) -> std::string {
+    if (!has) return kNA;
+    return r.data_name.str().empty() ? "-1" : r.data_name.str();
+  };
+  return csv_text("[" + py_repr(one(has_t, t)) + ", " + py_repr(one(has_b, b)) + "]");
+}
+
+// A real-data metric cell: msprobe's word, the number, or "unsupported"
+// (msprobe's word for rows it could not compare, unmatched ones included).
+std::string real_data_cell(const TensorMetrics& m, int i) {
+  if (m.words[i] != CellWord::kNone) return word_name(m.words[i]);
+  if (m.values[i]) return format_number(*m.values[i]);
+  return "unsupported";
+}
+
 }  // namespace
 
-const std::vector<std::string>& csv_header(bool tensor_columns) {
+const std::vector<std::string>& csv_header(bool tensor_columns, TensorLayout layout) {
   static const std::vector<std::string> header = {
       "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
       "NPU Requires_grad", "Bench Requires_grad", "Max diff", "Min diff", "Mean diff", "L2norm diff",
@@ -36,7 +66,15 @@ const std::vector<std::string>& csv_header(bool tensor_columns) {
     h.insert(h.end(), header.end() - 2, header.end());
     return h;
   }();
-  return tensor_columns ? tensor_header : header;
+  // msprobe's COMPARE_RESULT_HEADER + Data_name (26.2.0), then ours.
+  static const std::vector<std::string> real_data_header = {
+      "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
+      "NPU Requires_grad", "Bench Requires_grad", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
+      "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min", "NPU mean", "NPU l2norm",
+      "Bench max", "Bench min", "Bench mean", "Bench l2norm", "Requires_grad Consistent", "Result", "Err_message",
+      "Data_name", "Match", "First Divergence"};
+  if (!tensor_columns) return header;
+  return layout == TensorLayout::kMsprobe ? real_data_header : tensor_header;
 }
 
 std::string csv_field(std::string_view s) {
@@ -85,9 +123,10 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
   };
   auto text_cell = [&cell](bool has, const std::string& v) { cell(has ? csv_text(v) : std::string(kNA)); };
   if (begin == 0) {
-    for (const auto& h : csv_header(result.tensor_mode)) cell(h);
+    for (const auto& h : csv_header(result.tensor_mode, result.tensor_layout)) cell(h);
     end_line();
   }
+  const bool real_data = result.tensor_mode && result.tensor_layout == TensorLayout::kMsprobe;
   const TensorRecord empty;
   for (size_t i = begin; i < end; ++i) {
     const CompareRow& r = result.rows[i];
@@ -102,8 +141,12 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     cell(has_b ? shape_of(b) : kNA);
     cell(flag(t.requires_grad));
     cell(flag(b.requires_grad));
-    for (int s = 0; s < kNumStats; ++s) cell(diff_cell(r.metrics, s));
-    for (int s = 0; s < kNumStats; ++s) cell(rel_cell(r.metrics, s));
+    if (real_data) {
+      for (int m = 0; m < kNumTensorMetrics; ++m) cell(real_data_cell(r.tensor, m));
+    } else {
+      for (int s = 0; s < kNumStats; ++s) cell(diff_cell(r.metrics, s));
+      for (int s = 0; s < kNumStats; ++s) cell(rel_cell(r.metrics, s));
+    }
     for (int s = 0; s < kNumStats; ++s) cell(has_t ? stat_text(t, s) : kNA);
     for (int s = 0; s < kNumStats; ++s) cell(has_b ? stat_text(b, s) : kNA);
     if (t.requires_grad && b.requires_grad) cell(*t.requires_grad == *b.requires_grad ? "True" : "False");
@@ -118,7 +161,8 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
       w.end_array();
       cell(w.str());
     }
-    if (result.tensor_mode)
+    if (real_data) cell(data_names(has_t, t, has_b, b));
+    else if (result.tensor_mode)
       for (int m = 0; m < kNumTensorMetrics; ++m) cell(num(r.tensor.values[m]));
     cell(match_name(r.match));
     cell(r.first_divergence ? "yes" : "");

@@ -1,7 +1,13 @@
 #pragma once
 // The compare_result CSV. Torch-free.
 //
-// Columns: exactly msprobe's statistics-mode list, in its order; in tensor
+// Columns, tensor dumps in the default layout (TensorLayout::kMsprobe):
+// exactly msprobe's real-data list (COMPARE_RESULT_HEADER + Data_name), in
+// its order: the metric columns hold msprobe's words where it writes words
+// ("unsupported", "shape unmatched", "N/A", "Nan"), Data_name the Python
+// list ['target file', 'bench file']; then ours (Match, First Divergence).
+// Statistics dumps, and tensor dumps in TensorLayout::kStatisticsPlusTensor:
+// exactly msprobe's statistics-mode list, in its order; in tensor
 // mode (result.tensor_mode) msprobe's real-data columns after them (Cosine,
 // EucDist, MaxAbsErr, Tensor MaxRelativeErr, One Thousandth Err Ratio, Five
 // Thousandths Err Ratio; "Tensor MaxRelativeErr" because the statistics
@@ -29,7 +35,7 @@
 
 namespace graphprobe::compare {
 
-const std::vector<std::string>& csv_header(bool tensor_columns = false);
+const std::vector<std::string>& csv_header(bool tensor_columns = false, TensorLayout layout = TensorLayout::kMsprobe);
 std::string csv_field(std::string_view s);
 // `s` with a leading ' when it starts with a formula character.
 std::string csv_text(std::string_view s);

@@ -11,7 +11,9 @@ namespace graphprobe::compare {
 CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& options);
 
 // Tensor mode, after the caller stored each matched row's TensorMetrics:
-// applies the tensor rules (tensor_verdicts.h), then finds the first
+// applies the tensor rules -- with TensorLayout::kMsprobe msprobe's real-data
+// rules in place of the statistics ones (verdicts.h), otherwise the
+// statistics rules plus tensor_verdicts.h -- then finds the first
 // divergence again (Result error now includes the tensor rules) and recounts
 // the verdicts. Sets result.tensor_mode, so the CSV gets the tensor columns.
 // Call once per result.

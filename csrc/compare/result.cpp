@@ -1,5 +1,7 @@
 #include "compare/result.h"
 
+#include <stdexcept>
+
 namespace graphprobe::compare {
 
 const char* match_name(MatchKind m) {
@@ -19,6 +21,24 @@ const char* verdict_name(Verdict v) {
     case Verdict::kUnmatched: return "unmatched";
   }
   return "?";
+}
+
+const char* word_name(CellWord w) {
+  switch (w) {
+    case CellWord::kNone: return "";
+    case CellWord::kUnsupported: return "unsupported";
+    case CellWord::kShapeUnmatched: return "shape unmatched";
+    case CellWord::kNotAvailable: return "N/A";
+    case CellWord::kNan: return "Nan";
+  }
+  return "?";
+}
+
+CellWord parse_word(const std::string& text) {
+  for (CellWord w : {CellWord::kUnsupported, CellWord::kShapeUnmatched, CellWord::kNotAvailable, CellWord::kNan})
+    if (text == word_name(w)) return w;
+  throw std::invalid_argument("a tensor metric cell holds a number or one of 'unsupported', 'shape unmatched', "
+                              "'N/A', 'Nan'; got '" + text + "'");
 }
 
 bool has_tensor_data(const CompareResult& result) {

@@ -40,12 +40,23 @@ struct Thresholds {
   double thousandth_output_max = 0.1;  // ... and an output's < this
 };
 
+// How two tensor dumps are laid out and judged (csv_writer.h, docs/formats.md).
+enum class TensorLayout : uint8_t {
+  // msprobe's real-data CSV: its columns and order, its words in the metric
+  // cells, its real-data rules (verdicts.h, RuleSet::kRealData).
+  kMsprobe,
+  // graphprobe's own: the statistics columns with the tensor columns
+  // appended, the statistics rules plus tensor_verdicts.h.
+  kStatisticsPlusTensor,
+};
+
 struct CompareOptions {
   bool fuzzy = false;  // match ignoring call indices, in order (see matching.h)
   Thresholds thresholds;
   // Off: Result is msprobe's verdict. On: graphprobe's additions also decide
   // it (unmatched rows get "unmatched"; the noise floor). See verdicts.h.
   bool graphprobe_verdicts = false;
+  TensorLayout tensor_layout = TensorLayout::kMsprobe;
 };
 
 // Real-data metrics of one matched row of two tensor dumps: msprobe's
@@ -63,6 +74,14 @@ enum TensorMetric : int {
 };
 constexpr int kNumTensorMetrics = 6;
 
+// The words msprobe's real-data CSV writes in a metric cell instead of a
+// number (msprobe_real_data.h says when).
+enum class CellWord : uint8_t { kNone, kUnsupported, kShapeUnmatched, kNotAvailable, kNan };
+
+const char* word_name(CellWord w);  // "", "unsupported", "shape unmatched", "N/A", "Nan"
+// The CellWord named `text`; throws std::invalid_argument naming the allowed words.
+CellWord parse_word(const std::string& text);
+
 enum class TensorStatus : uint8_t {
   kNone,         // not a tensor compare, or an unmatched row
   kComputed,     // values set: NaN where undefined, absent for empty tensors
@@ -73,6 +92,9 @@ enum class TensorStatus : uint8_t {
 struct TensorMetrics {
   TensorStatus status = TensorStatus::kNone;
   std::array<OptDouble, kNumTensorMetrics> values;
+  // msprobe's word for a cell without a number; kNone where values holds
+  // the number. Only the msprobe layout sets these.
+  std::array<CellWord, kNumTensorMetrics> words{};
   std::vector<std::string> notes;  // why values are NaN or missing; go to Err_message
 };
 
@@ -104,8 +126,9 @@ struct CompareResult {
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};
   // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
-  // the tensor-mode columns.
+  // the tensor-mode columns, laid out as tensor_layout says.
   bool tensor_mode = false;
+  TensorLayout tensor_layout = TensorLayout::kMsprobe;
 };
 
 // Both sides hold tensor data: their records carry data_name.

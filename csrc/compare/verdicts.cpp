@@ -57,8 +57,8 @@ double as_fraction(const CompareRow& r) {
 class EntryJudge {
  public:
   EntryJudge(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& th,
-             bool graphprobe)
-      : target_(target), bench_(bench), rows_(rows), th_(th), graphprobe_(graphprobe) {}
+             bool graphprobe, RuleSet rules)
+      : target_(target), bench_(bench), rows_(rows), th_(th), graphprobe_(graphprobe), rules_(rules) {}
 
   void run(size_t begin, size_t end) {
     inputs_.clear();
@@ -77,7 +77,8 @@ class EntryJudge {
     each_checked([this](size_t i) { differences(i); });
     if (ignore == Ignore::kNone) {
       for (size_t i : inputs_) scalar_value(i);
-      relative_errors();
+      if (rules_ == RuleSet::kStatistics) relative_errors();
+      else real_data_rules();
     }
   }
 
@@ -151,18 +152,43 @@ class EntryJudge {
     }
   }
 
+  // msprobe's get_min_or_max_value(is_min=True) over a tensor metric.
+  double lowest(const std::vector<size_t>& rows, TensorMetric m) const {
+    double v = 1.0;
+    for (size_t i : rows)
+      if (const auto& c = rows_[i].tensor.values[m]; c && !std::isnan(*c)) v = std::min(v, *c);
+    return v;
+  }
+
+  // OneThousandthErrChecker and CosineWarnChecker.
+  void real_data_rules() {
+    if (outputs_.empty()) return;
+    CompareRow& first = rows_[outputs_.front()];
+    const double in_ratio = lowest(inputs_, kOneThousandthRatio), out_ratio = lowest(outputs_, kOneThousandthRatio);
+    if (in_ratio > th_.thousandth_input_min && out_ratio < th_.thousandth_output_max)
+      first.raise(Verdict::kError, "lowest output One Thousandth Err Ratio " + format_number(out_ratio) + " < " +
+                                       format_number(th_.thousandth_output_max) + " while the inputs' is " +
+                                       format_number(in_ratio) + " > " + format_number(th_.thousandth_input_min));
+    const double in_cos = lowest(inputs_, kCosine), out_cos = lowest(outputs_, kCosine);
+    if (in_cos > th_.cosine_input_min && in_cos - out_cos > th_.cosine_drop)
+      first.raise(Verdict::kWarning, "lowest output Cosine " + format_number(out_cos) + " is more than " +
+                                         format_number(th_.cosine_drop) + " below the inputs' (" +
+                                         format_number(in_cos) + " > " + format_number(th_.cosine_input_min) + ")");
+  }
+
   const Dump& target_;
   const Dump& bench_;
   std::vector<CompareRow>& rows_;
   const Thresholds& th_;
   bool graphprobe_;
+  RuleSet rules_;
   std::vector<size_t> inputs_, outputs_;
 };
 
 }  // namespace
 
 void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& th,
-                    bool graphprobe_verdicts) {
+                    bool graphprobe_verdicts, RuleSet rules) {
   for (CompareRow& r : rows) {
     if (r.match == MatchKind::kMatched) continue;
     const char* why = r.match == MatchKind::kTargetOnly ? "no matching bench row" : "no matching target row";
@@ -170,7 +196,7 @@ void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRo
     // below fires); graphprobe's verdicts give them their own.
     r.raise(graphprobe_verdicts ? Verdict::kUnmatched : Verdict::kPass, why);
   }
-  EntryJudge judge(target, bench, rows, th, graphprobe_verdicts);
+  EntryJudge judge(target, bench, rows, th, graphprobe_verdicts, rules);
   for (const auto& [begin, end] : entry_ranges(target, rows)) judge.run(begin, end);
 }
 

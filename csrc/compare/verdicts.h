@@ -29,7 +29,19 @@
 
 namespace graphprobe::compare {
 
+// Which of msprobe's checker lists runs: STATISTICS_CHECKERS, or
+// TENSOR_CHECKERS (real data), whose two entry rules replace the
+// NormRelativeErr ones (over the entry's rows, numbers only, words skipped;
+// a side without a number counts as 1.0):
+//  * error, on the entry's first output row: the lowest input One
+//    Thousandth Err Ratio is > thousandth_input_min and the lowest output's
+//    is < thousandth_output_max;
+//  * warning, on the same row: the lowest input Cosine is > cosine_input_min
+//    and the lowest output's is lower than that by more than cosine_drop.
+// The real-data rules read the rows' tensor metrics (TensorMetrics.values).
+enum class RuleSet : uint8_t { kStatistics, kRealData };
+
 void apply_verdicts(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows, const Thresholds& t,
-                    bool graphprobe_verdicts);
+                    bool graphprobe_verdicts, RuleSet rules = RuleSet::kStatistics);
 
 }  // namespace graphprobe::compare

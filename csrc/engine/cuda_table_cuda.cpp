@@ -17,6 +17,7 @@
 #include "capture/capture_mode.h"
 #include "engine/device_table.h"
 #include "engine/devices_used.h"
+#include "engine/row_write_cuda.h"
 #include "stats/stats_cuda.h"
 
 namespace graphprobe {
@@ -80,6 +81,11 @@ class CudaTable final : public DeviceTable {
   void record(const at::Tensor& x, int64_t row) override {
     auto* c = static_cast<Counters*>(counters_.get());
     launch_stats_cuda(x, row_address(row), &c->epoch, &c->seq, &c->enabled);
+  }
+
+  void write_values(const at::Tensor& values, int64_t row) override {
+    auto* c = static_cast<Counters*>(counters_.get());
+    launch_write_values_cuda(values, row_address(row), &c->epoch, &c->seq, &c->enabled);
   }
 
   std::vector<Row> fetch() override {

@@ -24,6 +24,10 @@ class DeviceTable {
   virtual int64_t rows() const = 0;
   // Launches the statistics of `x` into `row` on the current stream.
   virtual void record(const at::Tensor& x, int64_t row) = 0;
+  // Launches the copy of precomputed statistics (a float64 vector of
+  // max, min, sum, sum of squares, NaN count on this device) into `row`,
+  // stamping it like record().
+  virtual void write_values(const at::Tensor& values, int64_t row) = 0;
   // Waits for the device, then copies rows [0, rows()) to the host.
   virtual std::vector<Row> fetch() = 0;
   // Sets the epoch that later kernels stamp into the rows they write.

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "stats/reducible_types.h"
-#include "stats/stats_cpu.h"
 #include "writer/save_target.h"
 
 namespace graphprobe {
@@ -106,14 +105,14 @@ int64_t Engine::new_program() {
   return registry_.new_program();
 }
 
-int64_t Engine::new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance) {
+int64_t Engine::new_slot(c10::Device device, int64_t site, int64_t index, bool captured, int64_t instance) {
   if (static_cast<int64_t>(slots_.size()) >= kMaxSlots) return -1;
   Slot s;
   s.site = site;
   s.index = index;
   s.captured = captured;
   s.instance = instance;
-  s.device = x.device();
+  s.device = device;
   const int64_t id = static_cast<int64_t>(slots_.size());
   if (s.device.is_cpu()) {
     s.row = static_cast<int64_t>(cpu_rows_.size());
@@ -130,28 +129,28 @@ int64_t Engine::new_slot(const at::Tensor& x, int64_t site, int64_t index, bool 
   return id;
 }
 
-void Engine::refresh(Slot& s, const at::Tensor& x) {
+void Engine::refresh(Slot& s, c10::ScalarType dtype, c10::IntArrayRef shape, int64_t numel) {
   // A reused slot describes its latest execution: shapes may change between
   // steps (dynamic shapes).
-  s.dtype = x.scalar_type();
-  s.shape = x.sizes().vec();
-  s.numel = x.numel();
+  s.dtype = dtype;
+  s.shape = shape.vec();
+  s.numel = numel;
 }
 
-int64_t Engine::slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing) {
+int64_t Engine::slot_for(c10::Device device, int64_t site, int64_t index, bool capturing) {
   const uint64_t key = probe_key(site, index);
-  if (capturing) return new_slot(x, site, index, /*captured=*/true, captured_seen_[key]++);
+  if (capturing) return new_slot(device, site, index, /*captured=*/true, captured_seen_[key]++);
   const int64_t k = eager_seen_[key]++;
   auto& list = eager_slots_[key];
   if (k < static_cast<int64_t>(list.size())) {
     const int64_t id = list[static_cast<size_t>(k)];
     // The row lives in the table of the device it was made for.
-    if (slots_[static_cast<size_t>(id)].device == x.device()) return id;
-    const int64_t moved = new_slot(x, site, index, /*captured=*/false, k);
+    if (slots_[static_cast<size_t>(id)].device == device) return id;
+    const int64_t moved = new_slot(device, site, index, /*captured=*/false, k);
     if (moved >= 0) list[static_cast<size_t>(k)] = moved;
     return moved;
   }
-  const int64_t id = new_slot(x, site, index, /*captured=*/false, k);
+  const int64_t id = new_slot(device, site, index, /*captured=*/false, k);
   if (id >= 0) list.push_back(id);
   return id;
 }
@@ -164,79 +163,120 @@ DeviceTable& Engine::cuda_table(int index) {
   return *it->second;
 }
 
+bool Engine::admits_locked(const at::Tensor& t, int64_t site, int64_t index) {
+  // A cheap early exit while recording is switched off, before any work. A
+  // capture made while off still records the kernels (the switch is read on
+  // the device), so that switching on later needs no re-capture.
+  if (!active_ || (!enabled_ && !is_capturing(t))) return false;
+  const Site* s = registry_.site(site);
+  if (s == nullptr) return false;  // inserted under an earlier dumper: not this one's record
+  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
+              "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
+              s->layout.entry, " (", s->layout.places.size(), " tensors); the probe and its registration disagree");
+  return true;
+}
+
+bool Engine::write_cpu_row(int64_t site, int64_t index, c10::ScalarType dtype, c10::IntArrayRef shape,
+                           int64_t numel, const Stats& st, std::optional<std::string>* staged) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return false;
+  const int64_t id = slot_for(c10::Device(c10::kCPU), site, index, /*capturing=*/false);
+  if (id < 0) {
+    ++dropped_;
+    return false;
+  }
+  if (staging_ && staged != nullptr) *staged = staged_file(*staging_, id);
+  Slot& s = slots_[static_cast<size_t>(id)];
+  refresh(s, dtype, shape, numel);
+  Row& r = cpu_rows_[static_cast<size_t>(s.row)];
+  r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
+  r.v[kStamp] = static_cast<double>(epoch_);
+  r.v[kSeq] = ++cpu_seq_;
+  r.v[kMax] = st.max;
+  r.v[kMin] = st.min;
+  r.v[kSum] = st.sum;
+  r.v[kSumSq] = st.sumsq;
+  r.v[kNanCount] = static_cast<double>(st.nan_count);
+  return true;
+}
+
+Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, int64_t index, c10::ScalarType dtype,
+                                           c10::IntArrayRef shape, int64_t numel) {
+  const bool capturing = is_capturing(t);
+  std::lock_guard<std::mutex> lock(mu_);
+  DeviceTarget target;
+  if (!active_) return target;
+  const int64_t id = slot_for(t.device(), site, index, capturing);
+  if (id < 0) {
+    ++dropped_;
+    return target;
+  }
+  Slot& s = slots_[static_cast<size_t>(id)];
+  refresh(s, dtype, shape, numel);
+  target.table = &cuda_table(t.device().index());
+  target.row = s.row;
+  if (staging_) target.staged = staged_file(*staging_, id);
+  target.gate = gates_.back().get();
+  return target;
+}
+
 void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   const c10::Device device = x.device();
   TORCH_CHECK(device.is_cpu() || device.is_cuda(), "graphprobe.record_stats: tensors on ", device,
               " are not supported yet (supported: cpu, cuda)");
   {
-    // A cheap early exit while recording is switched off, before any work. A
-    // capture made while off still records the kernels (the switch is read on
-    // the device), so that switching on later needs no re-capture.
     std::lock_guard<std::mutex> lock(mu_);
-    if (!active_ || (!enabled_ && !is_capturing(x))) return;
-    const Site* s = registry_.site(site);
-    if (s == nullptr) return;  // inserted under an earlier dumper: not this one's record
-    TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
-                "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
-                s->layout.entry, " (", s->layout.places.size(), " tensors); the probe and its registration disagree");
+    if (!admits_locked(x, site, index)) return;
   }
   if (device.is_cpu()) {
     // Reduce before taking the lock: threads probing in parallel only
-    // serialise on the short bookkeeping below.
+    // serialise on the short bookkeeping.
     const ValueKind kind = kind_of(x.scalar_type());
     Stats st{0, 0, 0, 0, 0};
     if (kind != ValueKind::kNoStats && x.numel() > 0) st = compute_stats_cpu(x);
     std::optional<std::string> staged;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!active_) return;
-      const int64_t id = slot_for(x, site, index, /*capturing=*/false);
-      if (id < 0) {
-        ++dropped_;
-        return;
-      }
-      if (staging_) staged = staged_file(*staging_, id);
-      Slot& s = slots_[static_cast<size_t>(id)];
-      refresh(s, x);
-      Row& r = cpu_rows_[static_cast<size_t>(s.row)];
-      r.v[kWrites] = r.v[kStamp] == static_cast<double>(epoch_) ? r.v[kWrites] + 1 : 1;
-      r.v[kStamp] = static_cast<double>(epoch_);
-      r.v[kSeq] = ++cpu_seq_;
-      r.v[kMax] = st.max;
-      r.v[kMin] = st.min;
-      r.v[kSum] = st.sum;
-      r.v[kSumSq] = st.sumsq;
-      r.v[kNanCount] = static_cast<double>(st.nan_count);
-    }
+    if (!write_cpu_row(site, index, x.scalar_type(), x.sizes(), x.numel(), st, &staged)) return;
     // Outside the lock: the writer may make this thread wait for budget.
     if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, nullptr});
     return;
   }
-  const bool capturing = is_capturing(x);
-  DeviceTable* table = nullptr;
-  int64_t row = -1;
-  std::optional<std::string> staged;
-  const std::atomic<bool>* gate = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!active_) return;
-    const int64_t id = slot_for(x, site, index, capturing);
-    if (id < 0) {
-      ++dropped_;
-      return;
-    }
-    Slot& s = slots_[static_cast<size_t>(id)];
-    refresh(s, x);
-    table = &cuda_table(device.index());
-    row = s.row;
-    if (staging_) staged = staged_file(*staging_, id);
-    gate = gates_.back().get();
-  }
+  const DeviceTarget target = device_target(x, site, index, x.scalar_type(), x.sizes(), x.numel());
+  if (target.table == nullptr) return;
   // Rows and tables are never freed, so using them outside the lock is safe.
-  table->record(x, row);
+  target.table->record(x, target.row);
   // A captured save checks the live switch on every replay; a non-captured
   // one got here only while recording.
-  if (staged) writer::save_tensor(x, writer::SaveTarget{*staged, /*numbered=*/false, gate});
+  if (target.staged) writer::save_tensor(x, writer::SaveTarget{*target.staged, /*numbered=*/false, target.gate});
+}
+
+void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index, c10::ScalarType dtype,
+                           c10::IntArrayRef shape) {
+  const c10::Device device = values.device();
+  TORCH_CHECK(device.is_cpu() || device.is_cuda(), "graphprobe.record_values: tensors on ", device,
+              " are not supported yet (supported: cpu, cuda)");
+  TORCH_CHECK(values.scalar_type() == c10::ScalarType::Double && values.dim() == 1 &&
+                  values.numel() == kNanCount + 1 && values.is_contiguous(),
+              "graphprobe.record_values: expected the ", kNanCount + 1,
+              " statistics as a contiguous float64 vector, got ", values.scalar_type(), " of shape ", values.sizes());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!admits_locked(values, site, index)) return;
+    TORCH_CHECK(!staging_,
+                "graphprobe: this compiled graph computes its statistics inside its own kernels and cannot save the "
+                "tensors that task \"tensor\" needs; it was compiled while task \"statistics\" was running. Call "
+                "torch._dynamo.reset() (or compile again) after starting the tensor-task dumper, or set "
+                "GRAPHPROBE_FUSED_STATS=0 before compiling");
+  }
+  int64_t numel = 1;
+  for (const int64_t d : shape) numel *= d;
+  if (device.is_cpu()) {
+    const double* v = values.const_data_ptr<double>();
+    const Stats st{v[kMax], v[kMin], v[kSum], v[kSumSq], static_cast<int64_t>(v[kNanCount])};
+    write_cpu_row(site, index, dtype, shape, numel, st, nullptr);
+    return;
+  }
+  const DeviceTarget target = device_target(values, site, index, dtype, shape, numel);
+  if (target.table != nullptr) target.table->write_values(values, target.row);
 }
 
 void Engine::append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows,

@@ -28,6 +28,7 @@
 #include "format/dump_json.h"
 #include "identity/call_assembly.h"
 #include "identity/call_registry.h"
+#include "stats/stats_cpu.h"
 
 namespace graphprobe {
 
@@ -51,6 +52,14 @@ class Engine {
   // task, stages x itself for step() to file under its record name). A site
   // this engine does not know (wired by a dumper that was stopped) is ignored.
   void record(const at::Tensor& x, int64_t site, int64_t index);
+
+  // Records statistics that compiled code computed itself, fused into the
+  // kernels that produce the tensor (src/graphprobe/wiring/fused_stats.py):
+  // `values` holds max, min, sum, sum of squares and NaN count as float64 on
+  // the tensor's device; `dtype` and `shape` describe the tensor. Refused in
+  // the tensor task, which needs the tensor itself.
+  void record_values(const at::Tensor& values, int64_t site, int64_t index, c10::ScalarType dtype,
+                     c10::IntArrayRef shape);
 
   // Registers one part of a call (call_registry.h) and returns its site.
   // Captured parts belong to the capture under way on the current stream.
@@ -98,10 +107,26 @@ class Engine {
 
   void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
+  // Where one device execution of a probe writes; table is null when the
+  // probe does not record (switched off, unknown site, slot limit).
+  struct DeviceTarget {
+    DeviceTable* table = nullptr;
+    int64_t row = -1;
+    std::optional<std::string> staged;
+    const std::atomic<bool>* gate = nullptr;
+  };
+
   int64_t register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening);
-  int64_t slot_for(const at::Tensor& x, int64_t site, int64_t index, bool capturing);
-  static void refresh(Slot& s, const at::Tensor& x);
-  int64_t new_slot(const at::Tensor& x, int64_t site, int64_t index, bool captured, int64_t instance);
+  bool admits_locked(const at::Tensor& t, int64_t site, int64_t index);
+  // Writes one CPU execution's row; false when it was not recorded. `staged`
+  // receives the tensor-task file of the slot.
+  bool write_cpu_row(int64_t site, int64_t index, c10::ScalarType dtype, c10::IntArrayRef shape, int64_t numel,
+                     const Stats& st, std::optional<std::string>* staged);
+  DeviceTarget device_target(const at::Tensor& t, int64_t site, int64_t index, c10::ScalarType dtype,
+                             c10::IntArrayRef shape, int64_t numel);
+  int64_t slot_for(c10::Device device, int64_t site, int64_t index, bool capturing);
+  static void refresh(Slot& s, c10::ScalarType dtype, c10::IntArrayRef shape, int64_t numel);
+  int64_t new_slot(c10::Device device, int64_t site, int64_t index, bool captured, int64_t instance);
   DeviceTable& cuda_table(int index);
   void append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
                    double device_order);

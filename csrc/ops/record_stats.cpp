@@ -21,7 +21,20 @@ void record_stats_batched(const at::Tensor&, int64_t, int64_t) {}
 }  // namespace
 }  // namespace graphprobe
 
-TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("record_stats", &graphprobe::record_stats); }
-TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("record_stats", &graphprobe::record_stats); }
-TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { m.impl("record_stats", &graphprobe::record_stats_meta); }
-TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) { m.impl("record_stats", &graphprobe::record_stats_batched); }
+// record_stats_fusable runs the same kernels (see schemas.cpp).
+TORCH_LIBRARY_IMPL(graphprobe, CPU, m) {
+  m.impl("record_stats", &graphprobe::record_stats);
+  m.impl("record_stats_fusable", &graphprobe::record_stats);
+}
+TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) {
+  m.impl("record_stats", &graphprobe::record_stats);
+  m.impl("record_stats_fusable", &graphprobe::record_stats);
+}
+TORCH_LIBRARY_IMPL(graphprobe, Meta, m) {
+  m.impl("record_stats", &graphprobe::record_stats_meta);
+  m.impl("record_stats_fusable", &graphprobe::record_stats_meta);
+}
+TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) {
+  m.impl("record_stats", &graphprobe::record_stats_batched);
+  m.impl("record_stats_fusable", &graphprobe::record_stats_batched);
+}

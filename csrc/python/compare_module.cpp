@@ -48,6 +48,16 @@ gc::TensorStatus parse_status(const std::string& s) {
                               s + "'");
 }
 
+const char* layout_name(gc::TensorLayout l) {
+  return l == gc::TensorLayout::kMsprobe ? "msprobe" : "graphprobe";
+}
+
+gc::TensorLayout parse_layout(const std::string& s) {
+  if (s == "msprobe") return gc::TensorLayout::kMsprobe;
+  if (s == "graphprobe") return gc::TensorLayout::kStatisticsPlusTensor;
+  throw std::invalid_argument("tensor_layout must be 'msprobe' or 'graphprobe', got '" + s + "'");
+}
+
 std::optional<std::string> non_empty(const std::string& s) {
   if (s.empty()) return std::nullopt;
   return s;
@@ -89,10 +99,12 @@ PYBIND11_MODULE(_compare, m) {
   py::class_<gc::CompareOptions>(m, "CompareOptions", "Matching mode and verdict thresholds (percentages).")
       .def(py::init([](bool fuzzy, double input_error_pct, double output_error_pct, double warning_ratio,
                        double warning_pct, double noise_pct, double cosine_input_min, double cosine_drop,
-                       double thousandth_input_min, double thousandth_output_max, bool graphprobe_verdicts) {
+                       double thousandth_input_min, double thousandth_output_max, bool graphprobe_verdicts,
+                       const std::string& tensor_layout) {
              gc::CompareOptions o;
              o.fuzzy = fuzzy;
              o.graphprobe_verdicts = graphprobe_verdicts;
+             o.tensor_layout = parse_layout(tensor_layout);
              o.thresholds = {input_error_pct, output_error_pct,    warning_ratio,        warning_pct,
                              noise_pct,       cosine_input_min,    cosine_drop,          thousandth_input_min,
                              thousandth_output_max};
@@ -102,8 +114,11 @@ PYBIND11_MODULE(_compare, m) {
            py::arg("output_error_pct") = 50.0, py::arg("warning_ratio") = 10.0, py::arg("warning_pct") = 10.0,
            py::arg("noise_pct") = 0.001, py::arg("cosine_input_min") = 0.9, py::arg("cosine_drop") = 0.1,
            py::arg("thousandth_input_min") = 0.9, py::arg("thousandth_output_max") = 0.1,
-           py::arg("graphprobe_verdicts") = false)
+           py::arg("graphprobe_verdicts") = false, py::arg("tensor_layout") = "msprobe")
       .def_readwrite("fuzzy", &gc::CompareOptions::fuzzy)
+      .def_property_readonly("tensor_layout", [](const gc::CompareOptions& o) { return layout_name(o.tensor_layout); },
+                             "Tensor dumps: 'msprobe' (its real-data CSV and rules) or 'graphprobe' (the statistics "
+                             "CSV and rules plus the tensor columns and graphprobe's tensor rules).")
       .def_readwrite("graphprobe_verdicts", &gc::CompareOptions::graphprobe_verdicts,
                      "Result follows graphprobe's additions (unmatched, noise floor), not only msprobe's rules.")
       .def_property_readonly("input_error_pct", [](const gc::CompareOptions& o) { return o.thresholds.input_error_pct; })
@@ -180,7 +195,7 @@ PYBIND11_MODULE(_compare, m) {
                              "finish_tensor_compare has run: the CSV has the tensor columns.")
       .def(
           "set_tensor_metrics",
-          [](gc::CompareResult& r, size_t index, const std::string& status, const Six& values,
+          [](gc::CompareResult& r, size_t index, const std::string& status, const py::tuple& values,
              std::vector<std::string> notes) {
             if (r.tensor_mode) throw std::logic_error("set_tensor_metrics: finish_tensor_compare has already run");
             if (index >= r.rows.size())
@@ -190,13 +205,23 @@ PYBIND11_MODULE(_compare, m) {
             if (row.match != gc::MatchKind::kMatched)
               throw std::invalid_argument("set_tensor_metrics: row " + std::to_string(index) + " is not matched");
             row.tensor.status = parse_status(status);
-            row.tensor.values = {std::get<0>(values), std::get<1>(values), std::get<2>(values),
-                                 std::get<3>(values), std::get<4>(values), std::get<5>(values)};
+            if (values.size() != gc::kNumTensorMetrics)
+              throw std::invalid_argument("set_tensor_metrics: values must hold 6 items, got " +
+                                          std::to_string(values.size()));
+            for (size_t i = 0; i < values.size(); ++i) {
+              const py::handle v = values[i];
+              row.tensor.values[i] = std::nullopt;
+              row.tensor.words[i] = gc::CellWord::kNone;
+              if (v.is_none()) continue;
+              if (py::isinstance<py::str>(v)) row.tensor.words[i] = gc::parse_word(v.cast<std::string>());
+              else row.tensor.values[i] = v.cast<double>();
+            }
             if (row.tensor.status != gc::TensorStatus::kComputed) row.tensor.values = {};
             row.tensor.notes = std::move(notes);
           },
           py::arg("index"), py::arg("status"), py::arg("values"), py::arg("notes"),
-          "Stores a matched row's tensor metrics (order of Row.tensor_metrics). status: 'computed', 'mismatch' "
+          "Stores a matched row's tensor metrics (order of Row.tensor_metrics: each a float, None, or msprobe's "
+          "word for the cell, such as 'unsupported'). status: 'computed', 'mismatch' "
           "(dtype/shape differ; Result error) or 'unavailable' (a file missing or unreadable; Result warning); "
           "notes go to Err_message.")
       .def("finish_tensor_compare", &gc::finish_tensor_compare, py::arg("options"),
@@ -273,6 +298,13 @@ PYBIND11_MODULE(_compare, m) {
       py::call_guard<py::gil_scoped_release>(),
       "Compares two dump.json files. Raises DumpFormatError (a ValueError) for malformed files and "
       "DumpReadError (an OSError) for unreadable ones.");
-  m.def("csv_header", &gc::csv_header, py::arg("tensor_columns") = false,
-        "CSV columns: msprobe's statistics columns, its real-data columns when tensor_columns, then graphprobe's.");
+  m.def(
+      "csv_header",
+      [](bool tensor_columns, const std::string& tensor_layout) {
+        return gc::csv_header(tensor_columns, parse_layout(tensor_layout));
+      },
+      py::arg("tensor_columns") = false, py::arg("tensor_layout") = "msprobe",
+      "CSV columns: msprobe's statistics columns; for tensor dumps (tensor_columns) msprobe's real-data columns "
+      "(tensor_layout 'msprobe') or the statistics columns with the real-data ones appended ('graphprobe'); then "
+      "graphprobe's.");
 }

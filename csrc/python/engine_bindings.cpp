@@ -132,6 +132,8 @@ void bind_engine(py::module_& m) {
   m.def(
       "set_tensor_staging", [](std::optional<std::string> dir) { Engine::get().set_tensor_staging(std::move(dir)); },
       py::arg("dir"), "Tensor task: stage every recorded tensor in `dir` (None: statistics only).");
+  m.def("tensor_staging", [] { return Engine::get().tensor_staging(); },
+        "The tensor task's staging folder, None while recording statistics only.");
   m.def("reset", [] { Engine::get().reset(); });
 }
 

@@ -1,9 +1,12 @@
-// graphprobe._C.tensor_metrics: the real-data metrics of two dumped tensor
-// files, for `graphprobe compare` on tensor dumps. Called only when a tensor
-// dump is compared; the statistics compare never imports _C.
+// graphprobe._C.msprobe_real_data (msprobe's real-data cells, the default
+// tensor layout) and graphprobe._C.tensor_metrics (graphprobe's layout): the
+// real-data metrics of two dumped tensor files, for `graphprobe compare` on
+// tensor dumps. Called only when a tensor dump is compared; the statistics
+// compare never imports _C.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "compare_tensors/msprobe_real_data.h"
 #include "compare_tensors/tensor_metrics.h"
 #include "python/bindings.h"
 
@@ -39,6 +42,31 @@ void bind_tensor_compare(py::module_& m) {
       "max_rel_err, one_thousandth_err_ratio, five_thousandths_err_ratio, notes. Values are None for empty "
       "tensors. Raises TensorFileError (an OSError) when a file cannot be read as one tensor and "
       "TensorMismatchError (a ValueError) when dtype or shape differ.");
+  m.def(
+      "msprobe_real_data",
+      [](const std::string& target_file, const std::string& bench_file) {
+        gct::RealDataMetrics r;
+        {
+          py::gil_scoped_release release;
+          r = gct::msprobe_real_data_files(target_file, bench_file);
+        }
+        py::list cells;
+        for (const auto& c : r.cells) {
+          if (!c.token.empty()) cells.append(py::str(c.token));
+          else if (c.value) cells.append(py::float_(*c.value));
+          else cells.append(py::none());
+        }
+        py::dict d;
+        d["cells"] = cells;
+        d["notes"] = r.notes;
+        return d;
+      },
+      py::arg("target_file"), py::arg("bench_file"),
+      "msprobe's real-data cells of two torch.save tensor files: {'cells': six floats or msprobe's words "
+      "('unsupported', 'shape unmatched', 'N/A', 'Nan') in the order Cosine, EucDist, MaxAbsErr, MaxRelativeErr, "
+      "One Thousandth Err Ratio, Five Thousandths Err Ratio; 'notes': why a cell is a word}. Raises "
+      "TensorFileError (an OSError) when a file cannot be read as one tensor and TensorMismatchError (a "
+      "ValueError) for a dtype without an order (complex).");
 }
 
 }  // namespace graphprobe::python

@@ -11,11 +11,11 @@
 #include <algorithm>
 #include <limits>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace graphprobe {
 namespace {
-
-constexpr int64_t kGrain = 1 << 16;
 
 Stats identity() {
   return Stats{-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), 0.0, 0.0, 0};
@@ -104,7 +104,8 @@ Stats reduce_integral(const I* data, int64_t begin, int64_t end) {
   return out;
 }
 
-// float32, bfloat16 and float16 take the AVX2 kernels where the CPU has them.
+// float32, bfloat16 and float16 take the vectorised kernels where the CPU has
+// them (stats_cpu_simd.h).
 template <>
 Stats reduce_range<float>(const float* data, int64_t begin, int64_t end) {
   if (simd::available()) return simd::reduce_f32(data + begin, end - begin);
@@ -122,6 +123,39 @@ Stats reduce_range<c10::Half>(const c10::Half* data, int64_t begin, int64_t end)
 }
 
 
+// Splits [0, n) into chunks of kChunk elements, reduces each chunk on one
+// thread and combines the chunks in index order: the grouping of the double
+// additions, hence the result, is the same for any number of threads.
+// Tensors of up to kMinChunksToSplit chunks stay on the calling thread
+// (waking a worker costs more than reading them).
+constexpr int64_t kChunk = 1 << 16;
+constexpr int64_t kMinChunksToSplit = 4;
+// Elements of a strided row gathered at a time (a 4 KiB buffer at most).
+constexpr int64_t kGather = 512;
+
+template <class ReduceChunk>
+Stats reduce_in_chunks(int64_t n, const ReduceChunk& reduce_chunk) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  auto bounds = [n](int64_t c) { return std::pair<int64_t, int64_t>{c * kChunk, std::min(n, (c + 1) * kChunk)}; };
+  Stats acc = identity();
+  if (chunks < kMinChunksToSplit || at::get_num_threads() == 1 || at::in_parallel_region()) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const auto [begin, end] = bounds(c);
+      acc = combine(acc, reduce_chunk(begin, end));
+    }
+    return acc;
+  }
+  std::vector<Stats> parts(static_cast<size_t>(chunks));
+  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const auto [begin, end] = bounds(c);
+      parts[static_cast<size_t>(c)] = reduce_chunk(begin, end);
+    }
+  });
+  for (const Stats& part : parts) acc = combine(acc, part);
+  return acc;
+}
+
 // A strided tensor, read in place: TensorIterator orders the dimensions so
 // that the inner loop runs along the smallest stride (for a transposed
 // matrix, along memory), where the contiguous kernels apply. The statistics
@@ -129,25 +163,31 @@ Stats reduce_range<c10::Half>(const c10::Half* data, int64_t begin, int64_t end)
 template <typename scalar_t>
 Stats reduce_strided(const at::Tensor& x) {
   at::TensorIterator iter = at::TensorIteratorConfig().add_const_input(x).build();
-  return at::parallel_reduce(
-      0, iter.numel(), kGrain, identity(),
-      [&](int64_t begin, int64_t end, Stats acc) {
-        iter.serial_for_each(
-            [&](char** data, const int64_t* strides, int64_t inner, int64_t outer) {
-              for (int64_t j = 0; j < outer; ++j) {
-                const char* row = data[0] + j * strides[1];
-                if (strides[0] == static_cast<int64_t>(sizeof(scalar_t))) {
-                  acc = combine(acc, reduce_range<scalar_t>(reinterpret_cast<const scalar_t*>(row), 0, inner));
-                } else {
-                  for (int64_t i = 0; i < inner; ++i)
-                    acc = combine(acc, reduce_range<scalar_t>(reinterpret_cast<const scalar_t*>(row + i * strides[0]), 0, 1));
-                }
+  return reduce_in_chunks(iter.numel(), [&](int64_t begin, int64_t end) {
+    Stats acc = identity();
+    iter.serial_for_each(
+        [&](char** data, const int64_t* strides, int64_t inner, int64_t outer) {
+          for (int64_t j = 0; j < outer; ++j) {
+            const char* row = data[0] + j * strides[1];
+            if (strides[0] == static_cast<int64_t>(sizeof(scalar_t))) {
+              acc = combine(acc, reduce_range<scalar_t>(reinterpret_cast<const scalar_t*>(row), 0, inner));
+            } else {
+              // Gathered into a small buffer, a row with a gap between its
+              // elements (every other column, a column, a broadcast) takes
+              // the contiguous kernels too.
+              scalar_t buf[kGather];
+              for (int64_t i = 0; i < inner; i += kGather) {
+                const int64_t m = std::min<int64_t>(kGather, inner - i);
+                for (int64_t k = 0; k < m; ++k)
+                  buf[k] = *reinterpret_cast<const scalar_t*>(row + (i + k) * strides[0]);
+                acc = combine(acc, reduce_range<scalar_t>(buf, 0, m));
               }
-            },
-            {begin, end});
-        return acc;
-      },
-      combine);
+            }
+          }
+        },
+        {begin, end});
+    return acc;
+  });
 }
 
 }  // namespace
@@ -166,10 +206,7 @@ Stats compute_stats_cpu(const at::Tensor& x) {
       return;
     }
     const scalar_t* data = x.const_data_ptr<scalar_t>();
-    result = at::parallel_reduce(
-        0, n, kGrain, identity(),
-        [&](int64_t begin, int64_t end, Stats acc) { return combine(acc, reduce_range<scalar_t>(data, begin, end)); },
-        combine);
+    result = reduce_in_chunks(n, [&](int64_t begin, int64_t end) { return reduce_range<scalar_t>(data, begin, end); });
   });
   return result;
 }

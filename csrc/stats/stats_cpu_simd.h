@@ -1,8 +1,9 @@
 #pragma once
-// AVX2 versions of the single-pass CPU statistics for float32, bfloat16 and
-// float16, selected at run time. The portable loop (stats_cpu.cpp) is
-// compute-bound in double at ~2.5 GB/s; these keep max/min/NaN-count in float
-// lanes and widen to double only for the sums, which reads at memory speed.
+// Vectorised single-pass statistics for float32, bfloat16 and float16,
+// selected at run time: AVX-512 where the CPU and the OS run it, else AVX2
+// (+FMA, F16C), else none (the portable double loop of stats_cpu.cpp serves).
+// Sums accumulate in float32 per short block and in double across blocks
+// (simd_block_reduce.h says why and what precision that gives).
 
 #include <cstdint>
 
@@ -10,11 +11,17 @@
 
 namespace graphprobe::simd {
 
-// Whether this CPU runs the AVX2/FMA/F16C kernels (always false off x86-64,
-// and when the environment variable GRAPHPROBE_NO_SIMD is set).
+// The widest vector instructions the kernels use on this CPU: "avx512",
+// "avx2" or "none". The environment variable GRAPHPROBE_SIMD caps it
+// (none, avx2 or avx512; tests compare the paths); GRAPHPROBE_NO_SIMD=1 is
+// GRAPHPROBE_SIMD=none.
+const char* level();
+
+// Whether any vectorised kernel runs here (level() is not "none").
 bool available();
 
-// Each reduces data[0, n); NaNs are counted and left out of max/min.
+// Each reduces data[0, n) with the level() kernel (callers check
+// available()); NaNs are counted and left out of max/min.
 Stats reduce_f32(const float* data, int64_t n);
 Stats reduce_bf16(const uint16_t* bits, int64_t n);
 Stats reduce_f16(const uint16_t* bits, int64_t n);

@@ -43,7 +43,7 @@ void launch_stats_cuda(const at::Tensor& input, double* row, const int64_t* epoc
   const bool reduce = n > 0 && stats::reducible(input.scalar_type());
   // Under capture this copy is captured too and replays with the graph.
   const at::Tensor x = reduce ? input.resolve_conj().resolve_neg().contiguous() : input;
-  const unsigned int blocks = reduce ? kernels::blocks_for(n, multiprocessors(device)) : 1;
+  const unsigned int blocks = reduce ? kernels::blocks_for(n, static_cast<int64_t>(input.element_size()), multiprocessors(device)) : 1;
   kernels::begin_row<<<1, 1, 0, stream>>>(row, epoch, seq, enabled);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (!reduce) return;

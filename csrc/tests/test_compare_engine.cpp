@@ -366,6 +366,57 @@ void csv_output() {
   CHECK_EQ(written_csv(r, "test_compare_engine.csv"), text);
 }
 
+// msprobe's real-data rules (RuleSet::kRealData) and CSV, from stored cells:
+// the lowest output value decides, the first output row takes the verdict.
+void real_data_rules_and_csv() {
+  const std::string e = entry("Functional.split.0.forward", tensor(1.0), tensor(1.0) + ", " + tensor(1.0));
+  gc::CompareResult r = run(doc(e), doc(e));
+  CHECK_EQ(r.rows.size(), size_t{3});
+  // input: exact; output.0: exact; output.1: ratio 0.05 (< 0.1), Cosine 0.7
+  // (1.0 - 0.7 > 0.1); words skip ("unsupported" counts as no value).
+  auto cells = [&](size_t i, double cos, double ratio) {
+    r.rows[i].tensor.status = gc::TensorStatus::kComputed;
+    r.rows[i].tensor.values = {cos, 0.5, 0.5, 0.5, ratio, ratio};
+  };
+  cells(0, 1.0, 1.0);
+  cells(1, 1.0, 1.0);
+  cells(2, 0.7, 0.05);
+  r.rows[2].tensor.values[gc::kEucDist] = std::nullopt;
+  r.rows[2].tensor.words[gc::kEucDist] = gc::CellWord::kUnsupported;
+  gc::finish_tensor_compare(r, gc::CompareOptions{});
+  CHECK(r.rows[0].verdict == gc::Verdict::kPass);
+  CHECK(r.rows[1].verdict == gc::Verdict::kError);  // the first output, though exact
+  CHECK_EQ(r.rows[1].reasons.size(), size_t{2});    // the ratio error and the Cosine warning
+  CHECK(r.rows[2].verdict == gc::Verdict::kPass);
+  const std::string text = gc::render_csv(r);
+  CHECK(text.rfind("NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,NPU "
+                   "Requires_grad,Bench Requires_grad,Cosine,EucDist,MaxAbsErr,MaxRelativeErr,",
+                   0) == 0);
+  CHECK(text.find(",Err_message,Data_name,Match,First Divergence\n") != std::string::npos);
+  CHECK(text.find(",0.7,unsupported,0.5,0.5,0.05,0.05,") != std::string::npos);
+  CHECK(text.find("\"['-1', '-1']\"") != std::string::npos);  // no data_name: msprobe's "-1"
+
+  // Thresholds apply: an output ratio limit of 0 never fires; a Cosine drop
+  // of 0.5 allowed does not warn.
+  gc::CompareResult q = run(doc(e), doc(e));
+  for (size_t i = 0; i < 3; ++i) q.rows[i].tensor = r.rows[i].tensor;
+  gc::CompareOptions relaxed;
+  relaxed.thresholds.thousandth_output_max = 0;
+  relaxed.thresholds.cosine_drop = 0.5;
+  gc::finish_tensor_compare(q, relaxed);
+  CHECK(q.rows[1].verdict == gc::Verdict::kPass);
+
+  // graphprobe's layout: statistics columns, each output judged.
+  gc::CompareResult g = run(doc(e), doc(e));
+  for (size_t i = 0; i < 3; ++i) g.rows[i].tensor = r.rows[i].tensor;
+  gc::CompareOptions ours;
+  ours.tensor_layout = gc::TensorLayout::kStatisticsPlusTensor;
+  gc::finish_tensor_compare(g, ours);
+  CHECK(g.rows[1].verdict == gc::Verdict::kPass);
+  CHECK(g.rows[2].verdict == gc::Verdict::kError);
+  CHECK(gc::render_csv(g).find(",NormRelativeErr,") != std::string::npos);
+}
+
 void run_all() {
   python_float_repr();
   msprobe_cells();
@@ -380,6 +431,7 @@ void run_all() {
   csv_formula_cells();
   csv_written_in_chunks_equals_rendered();
   large_file_is_read_in_pieces();
+  real_data_rules_and_csv();
 }
 
 }  // namespace

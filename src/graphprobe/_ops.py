@@ -23,9 +23,11 @@ except ImportError as exc:  # pragma: no cover - exercised only by broken instal
 from torch.fx.node import has_side_effect
 
 record_stats = torch.ops.graphprobe.record_stats.default
+record_stats_fusable = torch.ops.graphprobe.record_stats_fusable.default
+record_values = torch.ops.graphprobe.record_values.default
 save = torch.ops.graphprobe.save.default
 
-for _op in (record_stats, save):
+for _op in (record_stats, record_stats_fusable, record_values, save):
     has_side_effect(_op)
 
-__all__ = ["record_stats", "save", "_C"]
+__all__ = ["record_stats", "record_stats_fusable", "record_values", "save", "_C"]

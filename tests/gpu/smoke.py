@@ -194,6 +194,47 @@ def float8_eager_and_captured(tmp: str) -> None:
         assert got.dtype == x.dtype and torch.equal(got.view(torch.uint8), x.cpu().view(torch.uint8)), name
 
 
+def kernel_edge_cases(device: str) -> list:
+    """(name, tensor on `device`) pairs for the statistics kernel's edges: views
+    whose data does not start on a 16-byte boundary (the CUDA kernel reads
+    elements one by one up to the first aligned address, then 16-byte
+    vectors, then the tail), lengths around a vector, and the values that send
+    a float32 vector to the exact double path (inf, NaN, squares beyond float
+    range, tiny and subnormal values, vectors of zeros)."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(16)
+    out = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.int64):
+        base = torch.randn(3 * 4099, generator=gen, dtype=torch.float64) * (20 if dtype == torch.int8 else 50)
+        full = base.to(dtype).to(device)
+        for start, stop in ((1, None), (3, 4098), (5, 21), (7, 8), (0, 15), (0, 17), (2, 4099)):
+            out.append((f"{dtype}[{start}:{stop}]", full[start:stop]))
+    for dtype in (torch.float32, torch.bfloat16):
+        r = torch.randn(5000, generator=gen, dtype=torch.float64)
+        for name, values in (("huge", r * 1e20), ("tiny", r * 1e-30), ("subnormal", r * 1e-40),
+                             ("zeros-then-values", torch.cat([torch.zeros(3000, dtype=torch.float64), r]))):
+            out.append((f"{dtype}-{name}", values.to(dtype).to(device)[1:]))
+        holed = r.to(dtype).to(device)
+        holed[2001] = float("nan")
+        out.append((f"{dtype}-nan", holed))
+        ends = r.to(dtype).to(device)
+        ends[10], ends[4000] = float("inf"), -float("inf")
+        out.append((f"{dtype}-inf", ends))
+    return out
+
+
+@case
+def stats_kernel_edges(tmp: str) -> None:
+    """The CUDA statistics kernel on misaligned views, lengths around a 16-byte
+    vector and values that need its exact path, against float64 references."""
+    from dtype_sweep import record_eager, sweep_problems
+
+    named = kernel_edge_cases("cuda")
+    data = record_eager(tmp, "cuda", [x for _, x in named])  # .to("cuda") keeps the views
+    bad = sweep_problems(data, named)
+    assert not bad, "\n".join(bad[:20])
+
+
 @case
 def reduce_overhead_records_once(tmp: str) -> None:
     """torch.compile(mode="reduce-overhead"): cudagraph trees really capture
@@ -225,6 +266,64 @@ def reduce_overhead_records_once(tmp: str) -> None:
         counts = [leaf.get("write_count", 1) for rec in data.values() for part in rec.values()
                   if isinstance(part, list) for leaf in part if isinstance(leaf, dict) and "Max" in leaf]
         assert counts and set(counts) == {1}, (step, sorted(set(counts)))
+
+
+@case
+def fused_stats_triton(tmp: str) -> None:
+    """Statistics fused into Triton kernels (inductor, default mode and
+    reduce-overhead): the generated code holds record_values, and every
+    value equals a float64 reference; a bfloat16 intermediate is rounded as
+    a stored tensor would be."""
+    torch = _torch()
+    import graphprobe
+    from graphprobe.wiring import fused_stats
+    from torch._inductor.utils import run_and_get_code
+    from dtype_sweep import read_step, write_config
+
+    fused_stats.set_enabled(True)  # off by default
+
+    class Chain(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.sum(torch.exp(torch.tanh(torch.mul(a, b))), dim=-1)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        for mode in ("default", "reduce-overhead"):
+            folder = os.path.join(tmp, f"{dtype}-{mode}".replace(".", "_"))
+            os.makedirs(folder)
+            torch.manual_seed(0)
+            a = torch.randn(512, 4096, device="cuda", dtype=dtype)
+            b = torch.randn(512, 4096, device="cuda", dtype=dtype)
+            model = Chain()
+            dumper = graphprobe.AclGraphDumper(write_config(folder, level="L1"))
+            dumper.start(model)
+            torch._dynamo.reset()
+            compiled = torch.compile(model, mode=mode, fullgraph=True)
+            with torch.no_grad():
+                _, codes = run_and_get_code(compiled, a, b)
+                for _ in range(2):
+                    compiled(a, b)
+                dumper.step(dump=False)
+                compiled(a, b)
+            dumper.step()
+            dumper.stop()
+            assert "torch.ops.graphprobe.record_values" in "\n".join(codes), (dtype, mode)
+            data = read_step(os.path.join(folder, "dump"), 0)["data"]
+            # One rounding per stored tensor, as the fused kernel does.
+            mul = (a.float() * b.float()).to(dtype).double()
+            tanh = torch.tanh(mul.float()).to(dtype).double()
+            exp = torch.exp(tanh.float()).to(dtype).double()
+            for name, want in (("Torch.mul.0.forward", mul), ("Torch.tanh.0.forward", tanh),
+                               ("Torch.exp.0.forward", exp)):
+                got = data[name]["output"][0]
+                # Triton's tanh/exp may differ from torch's by an ulp, which a
+                # bfloat16 rounding can turn into one bfloat16 ulp (2^-8).
+                loose = dtype == torch.bfloat16 and name != "Torch.mul.0.forward"
+                rms = want.pow(2).mean().sqrt().item()
+                for key, ref in (("Max", want.max().item()), ("Min", want.min().item()),
+                                 ("Mean", want.mean().item()), ("Norm", want.norm().item())):
+                    rtol = (2**-8 if key in ("Max", "Min") else 1e-4) if loose else 1e-5
+                    scale = abs(ref) if key == "Norm" else max(abs(ref), rms)
+                    assert abs(got[key] - ref) <= rtol * scale, (dtype, mode, name, key, got[key], ref)
 
 
 def _record_list(data: dict) -> list:
@@ -425,7 +524,7 @@ def used_devices_only(tmp: str) -> str | None:
 
 # Cheapest first (the torch.compile cases last): when time runs out, the
 # cases not started are the costly ones.
-_COMPILE_CASES = ("reduce_overhead_records_once", "record_lists_agree")
+_COMPILE_CASES = ("reduce_overhead_records_once", "record_lists_agree", "fused_stats_triton")
 CASES = {k: v for k, v in CASES.items() if k not in _COMPILE_CASES} | {k: CASES[k] for k in _COMPILE_CASES}
 
 # ----------------------------------------------------------------- driver

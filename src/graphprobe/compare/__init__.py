@@ -12,9 +12,11 @@ Works with the dumps only: neither torch nor graphprobe's engine is imported
 for statistics dumps. When both dumps of a pair are tensor dumps (records with
 ``data_name``, files under ``dump_tensor_data/``), the tensor files are
 compared too (:mod:`graphprobe.compare.tensors`; this imports torch).
-Each pair gives ``compare_result_{rank}_{timestamp}.csv`` (msprobe's columns,
-its real-data columns for tensor dumps, then ``Match`` and ``First
-Divergence``) and, unless ``html=False``,
+Each pair gives ``compare_result_{rank}_{timestamp}.csv`` (msprobe's
+statistics columns, or for tensor dumps its real-data columns -- or, with
+``tensor_layout="graphprobe"``, the statistics columns with the real-data
+ones appended -- then ``Match`` and ``First Divergence``) and, unless
+``html=False``,
 ``compare_report_{rank}_{timestamp}.html``. When two dump roots are compared
 the files go to ``{output_dir}/step{N}/``, otherwise to ``output_dir``.
 Existing files are never replaced: when a name is taken (another compare in
@@ -37,6 +39,7 @@ from graphprobe.compare.outcome import CompareRun, PairOutcome, RowDigest
 from graphprobe.compare.output_names import claim_names, release_names
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, Unpaired, pair_paths
 from graphprobe.compare.summary import ProgressBar
+from graphprobe.compare.tensors import TENSOR_LAYOUTS
 from graphprobe.output_files import make_dirs, write_text_atomic
 
 __all__ = [
@@ -72,6 +75,12 @@ class Thresholds:
       ``thousandth_output_max``;
     * warning when every input's Cosine is above ``cosine_input_min`` and an
       output's is lower than the lowest input's by more than ``cosine_drop``.
+
+    With ``tensor_layout="msprobe"`` (the default) these replace the
+    NormRelativeErr rules and, as in msprobe, the lowest output value decides
+    and the entry's first output row takes the verdict; with
+    ``"graphprobe"`` they are added to the statistics rules and each output
+    row is judged by its own value.
     """
 
     input_error_pct: float = 10.0
@@ -134,6 +143,7 @@ def compare_pair(
     thresholds: Thresholds = Thresholds(),
     top: int = 10,
     graphprobe_verdicts: bool = False,
+    tensor_layout: str = "msprobe",
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
@@ -142,7 +152,8 @@ def compare_pair(
     from graphprobe.compare.report import ROW_LIMIT, render_html
 
     eng = _engine()
-    options = eng.CompareOptions(fuzzy=fuzzy, graphprobe_verdicts=graphprobe_verdicts, **asdict(thresholds))
+    options = eng.CompareOptions(fuzzy=fuzzy, graphprobe_verdicts=graphprobe_verdicts, tensor_layout=tensor_layout,
+                                 **asdict(thresholds))
     try:
         result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
@@ -197,6 +208,7 @@ def compare(
     jobs: int | None = None,
     progress: bool = True,
     graphprobe_verdicts: bool = False,
+    tensor_layout: str = "msprobe",
 ) -> CompareRun:
     """Compares TARGET (the run under test) against BENCH (the reference).
 
@@ -213,11 +225,18 @@ def compare(
         graphprobe_verdicts: let graphprobe's additions decide Result too
             (rows without a partner get "unmatched", the noise floor
             applies); by default Result is exactly msprobe's verdict.
+        tensor_layout: tensor dumps only: "msprobe" (default) writes
+            msprobe's real-data CSV and judges by its real-data rules;
+            "graphprobe" writes the statistics CSV with the tensor columns
+            appended and judges by the statistics rules plus graphprobe's
+            tensor rules (:mod:`graphprobe.compare.tensors`).
 
     Raises:
         PairingError: TARGET/BENCH are not dumps or cannot be paired.
     A dump that cannot be read is reported in its ``PairOutcome.error``.
     """
+    if tensor_layout not in TENSOR_LAYOUTS:
+        raise ValueError(f"tensor_layout: got {tensor_layout!r}; allowed: {', '.join(TENSOR_LAYOUTS)}")
     for what, path in (("TARGET", target), ("BENCH", bench), ("output_dir", output_dir)):
         check_path_text(what, path)
     pairing: Pairing = pair_paths(target, bench)
@@ -227,7 +246,8 @@ def compare(
     tasks = []
     for p in pairing.pairs:
         tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.rank, stamp, html)))
-    kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts)
+    kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts,
+                  tensor_layout=tensor_layout)
     bar = ProgressBar(len(tasks), enabled=progress)
     workers = min(len(tasks), jobs if jobs else (os.cpu_count() or 1))
     outcomes: list[PairOutcome] = []

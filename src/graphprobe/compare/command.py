@@ -21,6 +21,7 @@ from typing import Any
 from graphprobe._text import terminal_safe
 from graphprobe.cli import int_at_least
 from graphprobe.compare.gate import FAIL_ON_LEVELS, gate_reasons
+from graphprobe.compare.tensors import TENSOR_LAYOUTS
 
 __all__ = ["register", "run"]
 
@@ -67,6 +68,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--noise-pct", type=_pct, default=0.001, metavar="PCT",
                    help="with --graphprobe-verdicts: outputs at or below this never get the ratio warning "
                         "(default: %(default)s)")
+    p.add_argument("--tensor-layout", choices=TENSOR_LAYOUTS, default="msprobe",
+                   help="tensor dumps (task tensor): msprobe = msprobe's real-data CSV (Cosine, EucDist, MaxAbsErr, "
+                        "MaxRelativeErr, One/Five Thousandth Err Ratio, max/min/mean/norm, Result, Err_message, "
+                        "Data_name) judged by msprobe's real-data rules; graphprobe = the statistics CSV with those "
+                        "columns appended, judged by the statistics rules plus graphprobe's tensor rules "
+                        "(default: %(default)s)")
     p.add_argument("--cosine-input-min", type=_pct, default=0.9, metavar="C",
                    help="tensor dumps: warning when every input Cosine is above C ... (default: %(default)s)")
     p.add_argument("--cosine-drop", type=_pct, default=0.1, metavar="D",
@@ -103,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs or None,
             progress=not args.quiet,
             graphprobe_verdicts=args.graphprobe_verdicts,
+            tensor_layout=args.tensor_layout,
         )
     except (PairingError, OSError) as e:
         print(terminal_safe(f"graphprobe compare: error: {e}"), file=sys.stderr)

@@ -3,9 +3,21 @@
 A pair is compared in tensor mode when both dumps are tensor dumps, i.e. their
 tensor records carry ``data_name``, the file under ``dump_tensor_data/`` (next
 to ``dump.json``) that holds the tensor. For each matched row the two files
-are read and compared by ``graphprobe._C.tensor_metrics`` (C++; reading
-``torch.save`` archives needs torch, so ``_C`` and torch are imported only
-here, only for tensor dumps), giving msprobe's real-data columns:
+are read and compared in C++ by ``graphprobe._C`` (reading ``torch.save``
+archives needs torch, so ``_C`` and torch are imported only here, only for
+tensor dumps). Two layouts (``tensor_layout``, CLI ``--tensor-layout``):
+
+* ``msprobe`` (default): msprobe's real-data compare, reproduced --
+  ``_C.msprobe_real_data`` gives its six cells (numbers, or its words
+  "unsupported", "shape unmatched", "N/A", "Nan"; definitions in
+  csrc/compare_tensors/msprobe_real_data.h and docs/formats.md), and the
+  engine writes msprobe's real-data CSV and judges by its real-data rules
+  (One Thousandth Err Ratio and Cosine in place of NormRelativeErr). A
+  missing or unreadable file gives "unsupported" cells, as in msprobe, with
+  the reason in Err_message.
+* ``graphprobe``: the statistics CSV and rules, with the six columns
+  appended (``_C.tensor_metrics``, definitions below) and graphprobe's tensor
+  rules (``Thresholds``) on top:
 
 ========================== ===================================================
 column                     definition (t = target, b = bench, in float64)
@@ -22,12 +34,14 @@ One Thousandth Err Ratio   share of elements with relative error < 0.001
 Five Thousandths Err Ratio share of elements with relative error < 0.005
 ========================== ===================================================
 
-Positions where both sides hold the same non-finite value count as 0 vs 0;
-any other non-finite position makes every metric nan. Rows whose records or
-files differ in dtype or shape get no metrics and Result error; rows whose
-files are missing or unreadable get no metrics and Result warning; the reason
-goes to Err_message. The tensor rules (see ``Thresholds``) then run in the
-C++ engine (``CompareResult.finish_tensor_compare``).
+  Positions where both sides hold the same non-finite value count as 0 vs 0;
+  any other non-finite position makes every metric nan. Rows whose records or
+  files differ in dtype or shape get no metrics and Result error; rows whose
+  files are missing or unreadable get no metrics and Result warning; the
+  reason goes to Err_message.
+
+Either way the rules run in the C++ engine
+(``CompareResult.finish_tensor_compare``).
 """
 
 from __future__ import annotations
@@ -36,13 +50,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TENSOR_DATA_DIR", "fill_tensor_metrics", "row_metrics"]
+__all__ = ["TENSOR_DATA_DIR", "TENSOR_LAYOUTS", "fill_tensor_metrics", "msprobe_row_metrics", "row_metrics"]
 
 TENSOR_DATA_DIR = "dump_tensor_data"
+# msprobe: its real-data CSV and rules (the default); graphprobe: the
+# statistics CSV and rules with the tensor columns and rules added.
+TENSOR_LAYOUTS = ("msprobe", "graphprobe")
 
 # (status, six values in Row.tensor_metrics order, notes), as
 # CompareResult.set_tensor_metrics takes them.
-RowMetrics = tuple[str, tuple[float | None, ...], list[str]]
+RowMetrics = tuple[str, tuple[float | str | None, ...], list[str]]
 MetricsFn = Callable[[str, str], dict[str, Any]]
 
 _KEYS = (
@@ -79,6 +96,19 @@ def _file(folder: Path, data_name: str | None, side: str) -> tuple[Path | None, 
     return path, None
 
 
+def _readable_files(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
+                    why_not: str | None) -> tuple[str, str] | list[str]:
+    """The two tensor files of a row, or why they cannot be compared."""
+    t_file, t_err = _file(target_dir, row.target_data_name, "target")
+    b_file, b_err = _file(bench_dir, row.bench_data_name, "bench")
+    missing = [e for e in (t_err, b_err) if e]
+    if missing:
+        return missing
+    if native is None or t_file is None or b_file is None:
+        return [why_not or "graphprobe._C is not available"]
+    return str(t_file), str(b_file)
+
+
 def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None, why_not: str | None) -> RowMetrics:
     """The tensor metrics of one matched row (an engine ``Row``).
 
@@ -89,15 +119,11 @@ def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
         return "mismatch", _NONE, [f"dtype mismatch: {row.target_dtype} vs {row.bench_dtype}"]
     if list(row.target_shape) != list(row.bench_shape):
         return "mismatch", _NONE, [f"shape mismatch: {list(row.target_shape)} vs {list(row.bench_shape)}"]
-    t_file, t_err = _file(target_dir, row.target_data_name, "target")
-    b_file, b_err = _file(bench_dir, row.bench_data_name, "bench")
-    missing = [e for e in (t_err, b_err) if e]
-    if missing:
-        return "unavailable", _NONE, missing
-    if native is None:
-        return "unavailable", _NONE, [why_not or "graphprobe._C is not available"]
+    files = _readable_files(row, target_dir, bench_dir, native, why_not)
+    if isinstance(files, list):
+        return "unavailable", _NONE, files
     try:
-        d = native.tensor_metrics(str(t_file), str(b_file))
+        d = native.tensor_metrics(*files)
     except native.TensorMismatchError as e:
         return "mismatch", _NONE, [str(e)]
     except OSError as e:  # TensorFileError, or the file vanished
@@ -105,14 +131,36 @@ def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
     return "computed", tuple(d[k] for k in _KEYS), list(d["notes"])
 
 
+_UNSUPPORTED: tuple[float | str | None, ...] = ("unsupported",) * len(_KEYS)
+
+
+def msprobe_row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
+                        why_not: str | None) -> RowMetrics:
+    """msprobe's real-data cells of one matched row (the default layout):
+    floats, or msprobe's words ("unsupported" where a file is missing or
+    unreadable, as msprobe writes it; the reason goes to Err_message)."""
+    files = _readable_files(row, target_dir, bench_dir, native, why_not)
+    if isinstance(files, list):
+        return "computed", _UNSUPPORTED, files
+    try:
+        d = native.msprobe_real_data(*files)
+    except native.TensorMismatchError as e:
+        return "computed", _UNSUPPORTED, [str(e)]
+    except OSError as e:  # TensorFileError, or the file vanished
+        return "computed", _UNSUPPORTED, [str(e)]
+    return "computed", tuple(d["cells"]), list(d["notes"])
+
+
 def fill_tensor_metrics(result: Any, target_dir: Path, bench_dir: Path, options: Any) -> None:
     """Computes every matched row's tensor metrics into ``result`` (an engine
     ``CompareResult`` with ``has_tensor_data``), then applies the tensor rules
-    with ``options`` (an engine ``CompareOptions``)."""
+    with ``options`` (an engine ``CompareOptions``; its ``tensor_layout``
+    picks msprobe's real-data cells and rules or graphprobe's)."""
     native, why_not = _load_native()
+    metrics = msprobe_row_metrics if options.tensor_layout == "msprobe" else row_metrics
     for row in result.rows:
         if row.match != "matched":
             continue
-        status, values, notes = row_metrics(row, target_dir, bench_dir, native, why_not)
+        status, values, notes = metrics(row, target_dir, bench_dir, native, why_not)
         result.set_tensor_metrics(row.index, status, values, notes)
     result.finish_tensor_compare(options)

@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from graphprobe._ops import _C, record_stats
+from graphprobe._ops import _C, record_stats, record_stats_fusable
+from graphprobe.wiring import fused_stats
 
 __all__ = ["MAX_DEPTH", "as_output_tuple", "matches", "probe_inputs", "probe_output", "safe_text"]
 
@@ -109,6 +110,17 @@ def _register(
     return int(register(entry, places, orders, requires_grad, leaves, mode, program))
 
 
+@torch._dynamo.assume_constant_result
+def _fusion_allowed() -> bool:
+    """Whether the task lets inductor fuse the statistics of the probes being
+    traced (wiring/fused_stats.py): the tensor task needs the tensors.
+    Executed, not traced: a constant of the graph."""
+    allowed = _C.tensor_staging() is None
+    if allowed:
+        fused_stats.install()
+    return allowed
+
+
 def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> None:
     tensors: list[torch.Tensor] = []
     places: list[_Place] = []
@@ -125,8 +137,10 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
     mode = _mode()
     site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode)
     if mode == _TRACED:
+        # The switch is read here, in traced code, so that dynamo guards on it.
+        op = record_stats_fusable if fused_stats.enabled() and _fusion_allowed() else record_stats
         for i, tensor in enumerate(tensors):
-            record_stats(tensor, site, i)  # graph nodes: they run on every execution
+            op(tensor, site, i)  # graph nodes: they run on every execution
     elif tensors:
         _C.record_part(site, tensors)  # runs now: one call, no dispatcher per tensor
 

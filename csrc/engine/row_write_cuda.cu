@@ -1,0 +1,34 @@
+#include "engine/row_write_cuda.h"
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "engine/row.h"
+
+namespace graphprobe {
+namespace {
+
+// One thread: the epoch, sequence and live switch are read from device
+// memory, so a captured launch uses their values at replay time.
+__global__ void write_values_row(const double* __restrict__ values, double* row, const int64_t* epoch,
+                                 unsigned long long* seq, const int64_t* enabled) {
+  if (*enabled == 0) return;
+  const double e = static_cast<double>(*epoch);
+  row[kWrites] = row[kStamp] == e ? row[kWrites] + 1.0 : 1.0;
+  row[kStamp] = e;
+  row[kSeq] = static_cast<double>(atomicAdd(seq, 1ULL) + 1ULL);
+  for (int c = kMax; c <= kNanCount; ++c) row[c] = values[c];
+}
+
+}  // namespace
+
+void launch_write_values_cuda(const at::Tensor& values, double* row, const int64_t* epoch, unsigned long long* seq,
+                              const int64_t* enabled) {
+  const c10::cuda::CUDAGuard guard(values.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(values.device().index()).stream();
+  write_values_row<<<1, 1, 0, stream>>>(values.const_data_ptr<double>(), row, epoch, seq, enabled);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace graphprobe

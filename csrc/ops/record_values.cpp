@@ -1,0 +1,34 @@
+// Kernels of graphprobe::record_values and graphprobe::widen_as_stored, the
+// two ops that statistics fused into compiled code are made of.
+#include <ATen/core/Tensor.h>
+#include <c10/core/SymIntArrayRef.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace graphprobe {
+namespace {
+
+void record_values(const at::Tensor& values, int64_t site, int64_t index, c10::ScalarType dtype,
+                   c10::SymIntArrayRef shape) {
+  // Real kernels see concrete sizes: symbols are resolved by the time compiled code runs.
+  Engine::get().record_values(values, site, index, dtype, C10_AS_INTARRAYREF_SLOW(shape));
+}
+
+void record_values_meta(const at::Tensor&, int64_t, int64_t, c10::ScalarType, c10::SymIntArrayRef) {}
+
+at::Tensor widen_as_stored(const at::Tensor& x) { return x.to(c10::ScalarType::Double); }
+
+}  // namespace
+}  // namespace graphprobe
+
+TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("record_values", &graphprobe::record_values); }
+TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("record_values", &graphprobe::record_values); }
+TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { m.impl("record_values", &graphprobe::record_values_meta); }
+// One composite kernel serves every device and FakeTensor; there is no
+// gradient to define: it only feeds statistics.
+TORCH_LIBRARY_IMPL(graphprobe, CompositeExplicitAutograd, m) {
+  m.impl("widen_as_stored", &graphprobe::widen_as_stored);
+}

@@ -1,0 +1,243 @@
+"""Statistics fused into inductor's code (issue #16, item 1).
+
+Under inductor a probe becomes ordinary reductions that inductor fuses into
+the producer of the tensor, plus ``graphprobe::record_values``. Checked here:
+the generated code really holds the fused form; its values equal float64
+references computed in the test (also for bfloat16 intermediates, which the
+compiled code must round as a stored tensor would be); NaN and infinities;
+dynamic shapes; the switch and the fallbacks (tensor task, integer dtypes);
+and the observer effect on a bfloat16 model does not grow.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+import pytest
+import torch
+from reference import assert_stats_close, stats64
+from torch._inductor.utils import run_and_get_code
+
+import graphprobe
+from graphprobe.wiring import fused_stats
+
+
+class Chain(torch.nn.Module):
+    """A pointwise chain with a reduction at the end, the shape inductor fuses."""
+
+    def __init__(self, width: int = 256, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width, dtype=dtype)
+        self.act = torch.nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(self.lin(x)) * 3.0 + 1.0
+        z = self.act(y) * y
+        return torch.sum(z, dim=-1)
+
+
+def _start(tmp_path, level: str, model: torch.nn.Module, **extra: Any) -> graphprobe.AclGraphDumper:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / f"config-{level}.json"
+    config.write_text(json.dumps({"dump_path": str(tmp_path / "dump"), "level": level, **extra}))
+    dumper = graphprobe.AclGraphDumper(str(config))
+    dumper.start(model)
+    return dumper
+
+
+def _read(tmp_path, step: int = 0) -> dict[str, Any]:
+    (path,) = glob.glob(os.path.join(tmp_path, "dump", f"step{step}", "*", "dump.json"))
+    with open(path) as f:
+        return json.load(f)["data"]
+
+
+@pytest.fixture(autouse=True)
+def _fused_on():
+    torch._dynamo.reset()
+    before = fused_stats.enabled()
+    fused_stats.set_enabled(True)
+    yield
+    fused_stats.set_enabled(before)
+    torch._dynamo.reset()
+
+
+def _run_compiled(model, x, **kw) -> tuple[torch.Tensor, str]:
+    compiled = torch.compile(model, backend="inductor", fullgraph=True, **kw)
+    with torch.no_grad():
+        out, codes = run_and_get_code(compiled, x)
+    return out, "\n".join(codes)
+
+
+def test_generated_code_holds_fused_statistics_not_the_opaque_probe(tmp_path):
+    torch.manual_seed(0)
+    model, x = Chain(), torch.randn(8, 256)
+    dumper = _start(tmp_path, "L1", model)
+    _, code = _run_compiled(model, x)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_values" in code
+    assert "torch.ops.graphprobe.record_stats" not in code
+
+
+def test_fused_values_equal_float64_reference_l1(tmp_path):
+    torch.manual_seed(1)
+    model, x = Chain(), torch.randn(16, 256)
+    with torch.no_grad():
+        lin = model.lin(x)
+        tanh = torch.tanh(lin)
+        y = tanh * 3.0 + 1.0
+        gelu = model.act(y)
+        z = gelu * y
+        want = {"Functional.linear.0.forward": lin, "Torch.tanh.0.forward": tanh, "Functional.gelu.0.forward": gelu,
+                "Torch.sum.0.forward": z.sum(dim=-1)}
+    dumper = _start(tmp_path, "L1", model)
+    _, code = _run_compiled(model, x)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_values" in code
+    data = _read(tmp_path)
+    for name, tensor in want.items():
+        got = data[name]["output"][0]
+        assert got["shape"] == list(tensor.shape), name
+        assert_stats_close(got, stats64(tensor) | {"shape": list(tensor.shape)}, 1e-5, name)
+
+
+def test_bfloat16_intermediate_is_rounded_as_a_stored_tensor(tmp_path):
+    # y never leaves the fused kernel: inductor carries it in float32. The
+    # statistics must still describe y as a bfloat16 tensor (what eager and
+    # the opaque probe see): rounding left out moves Norm by ~1e-4 here.
+    torch.manual_seed(2)
+    a = torch.randn(64, 1024, dtype=torch.bfloat16)
+    b = torch.randn(64, 1024, dtype=torch.bfloat16)
+
+    class Mul(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.sum(torch.exp(torch.mul(a, b)), dim=-1)
+
+    model = Mul()
+    want = torch.exp(a.float() * b.float()).to(torch.bfloat16)  # one rounding, as the fused kernel does
+    dumper = _start(tmp_path, "L1", model, statistics={"list": ["exp"]})
+    compiled = torch.compile(model, backend="inductor", fullgraph=True)
+    with torch.no_grad():
+        _, codes = run_and_get_code(compiled, a, b)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_values" in "\n".join(codes)
+    got = _read(tmp_path)["Torch.exp.0.forward"]["output"][0]
+    assert got["dtype"] == "torch.bfloat16"
+    assert_stats_close(got, stats64(want) | {"shape": list(want.shape)}, 1e-5, "exp")
+
+
+def test_nan_and_infinities_follow_the_opaque_kernel(tmp_path):
+    class LogSqrt(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.log(x) * 2.0 + torch.sqrt(x - 1.0)
+
+    x = torch.tensor([[1.0, 0.0, 4.0, 3.0], [2.0, 8.0, 0.5, 3.0]])  # log: -inf; sqrt(x - 1): NaN
+    model = LogSqrt()
+    dumper = _start(tmp_path, "L1", model, statistics={"list": ["log", "sqrt"]})
+    _, code = _run_compiled(model, x)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_values" in code
+    data = _read(tmp_path)
+    log = torch.log(x).double()  # float32 values, as the compiled code computes them
+    got = data["Torch.log.0.forward"]["output"][0]
+    assert got["Max"] == pytest.approx(log.max().item(), rel=1e-6)
+    assert got["Min"] == float("-inf") and got["Mean"] == float("-inf") and got["Norm"] == float("inf")
+    # A NaN makes all four NaN (docs/formats.md).
+    got = data["Torch.sqrt.0.forward"]["output"][0]
+    assert all(got[k] != got[k] for k in ("Max", "Min", "Mean", "Norm")), got
+
+
+def test_dynamic_shapes_record_each_steps_shape(tmp_path):
+    torch.manual_seed(3)
+    model = Chain(64)
+    dumper = _start(tmp_path, "L1", model, statistics={"list": ["tanh"]})
+    compiled = torch.compile(model, backend="inductor", dynamic=True, fullgraph=True)
+    inputs = [torch.randn(5, 64), torch.randn(9, 64)]
+    with torch.no_grad():
+        for x in inputs:
+            compiled(x)
+            dumper.step()
+    dumper.stop()
+    for step, x in enumerate(inputs):
+        got = _read(tmp_path, step)["Torch.tanh.0.forward"]["output"][0]
+        want = torch.tanh(model.lin(x)).detach()
+        assert got["shape"] == list(want.shape)
+        assert_stats_close(got, stats64(want) | {"shape": list(want.shape)}, 1e-5, f"step{step}")
+
+
+def test_switch_off_recompiles_the_opaque_probe(tmp_path):
+    # The same compiled model, run fused, then with the switch off: dynamo
+    # must not reuse the fused graph (it guards on the switch), nor compile
+    # caches hand back fused code (AOTAutogradCache keys on dynamo's graph).
+    model, x = Chain(), torch.randn(4, 256)
+    compiled = torch.compile(model, backend="inductor", fullgraph=True)
+    dumper = _start(tmp_path, "L1", model)
+    with torch.no_grad():
+        _, fused = run_and_get_code(compiled, x)
+        fused = "\n".join(fused)
+        fused_stats.set_enabled(False)
+        _, opaque = run_and_get_code(compiled, x)
+        opaque = "\n".join(opaque)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_values" in fused
+    assert "torch.ops.graphprobe.record_stats.default" in opaque
+    assert "torch.ops.graphprobe.record_values" not in opaque
+
+
+def test_integer_tensors_keep_the_opaque_probe(tmp_path):
+    class Count(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.argmax(x, dim=-1)
+
+    x = torch.randn(4, 16)
+    model = Count()
+    dumper = _start(tmp_path, "L1", model, statistics={"list": ["argmax"]})
+    _, code = _run_compiled(model, x)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_stats_fusable.default" in code  # declined: stays opaque
+    got = _read(tmp_path)["Torch.argmax.0.forward"]["output"][0]
+    assert got["Max"] == torch.argmax(x, dim=-1).max().item()
+
+
+def test_tensor_task_compiles_the_opaque_probe_and_saves_tensors(tmp_path):
+    model, x = Chain(32), torch.randn(2, 32)
+    dumper = _start(tmp_path, "L1", model, task="tensor", statistics={"list": ["tanh"]})
+    _, code = _run_compiled(model, x)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_values" not in code
+    assert "torch.ops.graphprobe.record_stats.default" in code
+    files = glob.glob(os.path.join(tmp_path, "dump", "step0", "*", "dump_tensor_data", "*tanh*"))
+    assert files, "the tensor task saved no tensor"
+
+
+def _observer_shift(dtype: torch.dtype, fused: bool, tmp_path) -> float:
+    """Largest change of the compiled model's output when L1 probes are added,
+    relative to the output's largest magnitude."""
+    fused_stats.set_enabled(fused)
+    torch.manual_seed(4)
+    model, x = Chain(256, dtype), torch.randn(32, 256, dtype=dtype)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        plain = torch.compile(model, backend="inductor", fullgraph=True)(x).double()
+    torch._dynamo.reset()
+    dumper = _start(tmp_path / ("fused" if fused else "opaque"), "L1", model)
+    with torch.no_grad():
+        probed = torch.compile(model, backend="inductor", fullgraph=True)(x).double()
+    dumper.step()
+    dumper.stop()
+    return ((probed - plain).abs().max() / plain.abs().max()).item()
+
+
+def test_observer_effect_on_bfloat16_model_does_not_grow(tmp_path):
+    opaque = _observer_shift(torch.bfloat16, False, tmp_path)
+    fused = _observer_shift(torch.bfloat16, True, tmp_path)
+    assert fused <= opaque, f"fused probes move the output by {fused:.3g}, opaque ones by {opaque:.3g}"
