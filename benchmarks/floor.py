@@ -23,10 +23,7 @@ throughput relative to torch.sum's (issue #16's goal: >= 0.8 from 64 KiB to
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import statistics
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -120,38 +117,11 @@ def kernel_costs(
         site = _site("Bench.{n}")
         n = _calls_for(lambda: _OP(one, site, 0), target_s, sync, _reset)
         inactive = statistics.median(_time(lambda: _OP(one, site, 0), n, sync) for _ in range(repeats))
-        _C.set_active(True)
-        steps = [_step_cost(records, device, repeats) for records in (16, 256)]
     finally:
         _C.set_active(False)
         _C.reset()
     per_byte = _slopes(rows)
-    return {"rows": rows, "inactive_call_s": inactive, "step_rows": steps, **per_byte}
-
-
-def _step_cost(records: int, device: torch.device, repeats: int) -> dict[str, Any]:
-    """``finish_step`` after ``records`` small records: collecting only
-    (out_dir None) against collecting, building dump.json and handing it to
-    the writer thread (what ``dumper.step()`` does; the disk write itself is
-    off the caller's thread), each step into a new folder as the dumper does."""
-    x = torch.ones(64, device=device)
-    sites = [_site(f"Bench.m{i}.forward.{{n}}") for i in range(records)]
-    root = tempfile.mkdtemp(prefix="graphprobe-step-")
-    collect: list[float] = []
-    write: list[float] = []
-    try:
-        for r in range(repeats + 1):
-            for out, dest in ((None, collect), (os.path.join(root, f"step{r}", "pid0"), write)):
-                for site in sites:
-                    _OP(x, site, 0)
-                start = time.perf_counter()
-                _C.finish_step(out, "statistics", "L0")
-                if r:  # the first round creates the slots
-                    dest.append(time.perf_counter() - start)
-    finally:
-        _C.writer_flush()  # dump.json is written by the writer thread: let it finish before removing the folder
-        shutil.rmtree(root, ignore_errors=True)
-    return {"records": records, "collect_s": statistics.median(collect), "collect_write_s": statistics.median(write)}
+    return {"rows": rows, "inactive_call_s": inactive, **per_byte}
 
 
 def _one(label: str, x: torch.Tensor, sync: Callable[[], None], repeats: int, target_s: float) -> dict[str, Any]:

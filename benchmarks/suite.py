@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks import floor, measure
+from benchmarks import floor, measure, step_hold
 from benchmarks.models import MODELS
 from benchmarks.variants import VARIANTS, available, baseline_of, build_variant
 
@@ -171,6 +171,8 @@ def run(plan: Plan, device: torch.device, log: Callable[[str], None] = print) ->
             log("stats kernel micro-benchmark ...")
             results["kernel"] = floor.kernel_costs(device, list(plan.kernel_sizes), list(plan.kernel_dtypes),
                                                    plan.kernel_repeats, plan.kernel_target_s)
+            log("step() on the caller's thread ...")
+            results["step_hold"] = step_hold.step_hold(device, (16, 100), repeats=20 * plan.repeats)
             for name in plan.models:
                 log(f"model {name} ...")
                 results["models"].append(run_model(name, plan, device, workdir, log))

@@ -20,14 +20,17 @@ def test_unwritable_step_folder_then_recovery(write_config, read_step, tmp_path)
     # (tests may run as root, which ignores mode bits).
     (tmp_path / "dump" / "step0").write_text("in the way")
     model(torch.ones(1, 2))
+    dumper.step()  # the folder is made by the writer thread: the failure is not known yet
+    model(torch.ones(1, 2))
     # Linear: input, output, weight, bias; ReLU: input, output
-    with pytest.raises(DumpWriteError, match=r"step 0: .*step0.*6 tensor records of 2 entries were not written"):
+    with pytest.raises(DumpWriteError, match=r"step0/pid\d+/dump.json': .*cannot create folder .*step0.*6 tensor records lost"):
         dumper.step()
     assert dumper.lost_records == 6
     model(torch.ones(1, 2))
     dumper.step()  # the dumper is still healthy
     dumper.stop()
     assert len(read_step(str(tmp_path / "dump"), 1)["data"]) == 2
+    assert len(read_step(str(tmp_path / "dump"), 2)["data"]) == 2
     mode = stat.S_IMODE(os.stat(tmp_path / "dump" / "step1").st_mode)
     assert mode & 0o027 == 0, oct(mode)  # folders 0750 (less the umask)
     files = list((tmp_path / "dump" / "step1").glob("*/dump.json"))
@@ -68,3 +71,22 @@ def test_failed_background_write_is_raised_at_the_next_step(write_config, read_s
     dumper.step()
     dumper.stop()  # waits for the last file; nothing failed since
     assert len(read_step(str(tmp_path / "dump"), 2)["data"]) == 1
+
+
+@pytest.mark.parametrize("surfaces_at", ["flush", "stop"])
+def test_failed_step_folder_is_raised_by_flush_and_stop(write_config, read_step, tmp_path, surfaces_at):
+    model = torch.nn.Sequential(torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    model(torch.ones(2))
+    dumper.step()
+    (tmp_path / "dump" / "step1").write_text("in the way")
+    model(torch.ones(2))
+    dumper.step()  # returns before the writer thread tries the folder
+    with pytest.raises(DumpWriteError, match=r"(?s)1 write\(s\) failed.*step1.*2 tensor records lost"):
+        getattr(dumper, surfaces_at)()
+    assert dumper.lost_records == 2
+    if surfaces_at == "flush":
+        dumper.stop()  # reported once: nothing else failed
+    assert list(read_step(str(tmp_path / "dump"), 0)["data"]) == ["Module.0.ReLU.forward.0"]
+    assert (tmp_path / "dump" / "step1").read_text() == "in the way"

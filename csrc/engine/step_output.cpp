@@ -19,12 +19,11 @@ namespace {
 constexpr const char* kTensorDir = "dump_tensor_data";
 
 // Moves each row's staged file to "{call}.{io}.pt" and names it in the row.
-// Returns how many rows got no file. A staged file that is not there failed
-// to be written, and the writer has reported why; any other failure to move
-// one (a name too long, a full directory, permissions) is reported through
-// the writer here, with its errno, and counts the record as lost.
-int64_t file_tensors(std::vector<CallRecord>& calls, const std::string& staging, const std::string& data_dir) {
-  int64_t missing = 0;
+// A row whose file is missing keeps no data_name: its staged write failed,
+// and the writer has reported why; any other failure to move one (a name
+// too long, a full directory, permissions) is reported through the writer
+// here, with its errno, and counts the record as lost.
+void file_tensors(std::vector<CallRecord>& calls, const std::string& staging, const std::string& data_dir) {
   for (CallRecord& c : calls) {
     for (TensorRow& r : c.tensors) {
       const std::string name = c.name + "." + io_name(r.place) + ".pt";
@@ -35,7 +34,6 @@ int64_t file_tensors(std::vector<CallRecord>& calls, const std::string& staging,
         continue;
       }
       const int err = errno;
-      ++missing;
       if (err == ENOENT && ::access(from.c_str(), F_OK) != 0) continue;
       writer::Writer::get().record_error(
           to, "cannot move the staged tensor '" + from + "' there: " + std::strerror(err) + " (errno " +
@@ -43,11 +41,11 @@ int64_t file_tensors(std::vector<CallRecord>& calls, const std::string& staging,
           /*records=*/1);
     }
   }
-  return missing;
 }
 
-// Staged files of discarded steps, of records not in this step, and of
-// replays after the last collected one: none may be filed later by mistake.
+// Staged files of discarded steps and of records not in this step: none may
+// be filed later by mistake. (Saves made after finish_step belong to the
+// next step; they are queued behind this job and written after it.)
 void clear_staging(const std::string& staging) {
   DIR* dir = ::opendir(staging.c_str());
   if (dir == nullptr) return;
@@ -56,6 +54,54 @@ void clear_staging(const std::string& staging) {
     if (name.rfind("slot", 0) == 0) (void)::unlink((staging + "/" + name).c_str());
   }
   ::closedir(dir);
+}
+
+// Deletes the staged files when the step's job ends, written or failed.
+class StagingCleared {
+ public:
+  explicit StagingCleared(const std::optional<std::string>& staging) : staging_(staging) {}
+  ~StagingCleared() {
+    if (staging_) clear_staging(*staging_);
+  }
+  StagingCleared(const StagingCleared&) = delete;
+  StagingCleared& operator=(const StagingCleared&) = delete;
+
+ private:
+  const std::optional<std::string>& staging_;
+};
+
+// The writer-thread half of a step. The writer starts it only after every
+// job submitted before it (this step's staged tensors) and finishes it before
+// any job submitted after it (the next step's staged tensors, which reuse the
+// slot files), so the files it moves are this step's.
+struct StepJob {
+  std::optional<std::string> out_dir;  // nullopt: only clear the staging
+  std::optional<std::string> staging;
+  std::string task, level;
+  std::vector<CallRecord> calls;
+
+  void operator()() {
+    const StagingCleared cleared(staging);
+    if (!out_dir) return;
+    fs::make_dirs(*out_dir);
+    std::string data_dir;
+    if (staging) {
+      data_dir = *out_dir + "/" + kTensorDir;
+      fs::make_dirs(data_dir);
+      file_tensors(calls, *staging, data_dir);
+    }
+    fs::write_file_atomic(*out_dir + "/dump.json", build_dump_json(task, level, calls, nullptr, data_dir));
+  }
+};
+
+// Host memory a step's job holds until the writer has run it, counted in the
+// writer's budget (the rows and names; the text is built by the job itself).
+size_t held_bytes(const std::vector<CallRecord>& calls) {
+  size_t bytes = sizeof(StepJob);
+  for (const CallRecord& c : calls)
+    bytes += sizeof(CallRecord) + c.name.size() + c.tensors.size() * (sizeof(TensorRow) + 32) +
+             c.leaves.size() * (sizeof(Leaf) + 32);
+  return bytes;
 }
 
 }  // namespace
@@ -67,43 +113,27 @@ StepReport finish_step_and_write(const std::optional<std::string>& out_dir, cons
   StepResult result = engine.finish_step(out_dir.has_value());
   StepReport report;
   report.dropped = result.dropped;
-  // The devices were synchronised by finish_step, so every captured save of
-  // this step has reached the writer; wait until the staged files are on disk.
-  if (staging) writer::Writer::get().drain();
   const bool write = out_dir && !(result.calls.empty() && !write_if_empty);
+  if (!write && !staging) return report;
+  StepJob step{write ? out_dir : std::nullopt, staging, task, level, std::move(result.calls)};
+  writer::WriteJob job;
   if (write) {
-    std::string data_dir;
-    try {
-      fs::make_dirs(*out_dir);
-      if (staging) {
-        data_dir = *out_dir + "/" + kTensorDir;
-        fs::make_dirs(data_dir);
-        report.missing_tensors = file_tensors(result.calls, *staging, data_dir);
-      }
-    } catch (const fs::IoError& e) {
-      report.error = e.what();
-    }
-    DumpSummary ds;
-    std::string text = build_dump_json(task, level, result.calls, &ds, data_dir);
+    const DumpSummary ds = summarize(step.calls);
     report.entries = ds.entries;
     report.tensors = ds.tensors;
-    report.overwritten = std::move(ds.overwritten);
-    if (report.error.empty()) {
-      // The document goes to the writer thread: the caller does not wait for
-      // the disk (an fsync costs milliseconds). A failed write is reported by
-      // the writer later, with the records it held.
-      auto& w = writer::Writer::get();
-      writer::Reservation r = w.reserve(text.size(), writer::Producer::kHost, /*device_pending=*/false);
-      writer::WriteJob job;
-      job.file = *out_dir + "/dump.json";
-      job.is_document = true;
-      job.records = ds.tensors;
-      job.text = std::move(text);
-      report.write_seq = w.submit(std::move(r), std::move(job));
-      report.written = true;
-    }
+    report.overwritten = ds.overwritten;
+    job.file = *out_dir + "/dump.json";
+    job.records = ds.tensors;
+  } else {
+    job.file = *staging;
   }
-  if (staging) clear_staging(*staging);
+  // The devices were synchronised by finish_step, so every captured save of
+  // this step has reached the writer, ahead of this job.
+  auto& w = writer::Writer::get();
+  writer::Reservation r = w.reserve(held_bytes(step.calls), writer::Producer::kHost, /*device_pending=*/false);
+  job.action = std::move(step);
+  report.write_seq = w.submit(std::move(r), std::move(job));
+  report.written = write;
   return report;
 }
 

@@ -166,6 +166,17 @@ std::string io_name(const Place& place) {
   return out;
 }
 
+DumpSummary summarize(const std::vector<CallRecord>& calls) {
+  DumpSummary s;
+  s.entries = static_cast<int64_t>(calls.size());
+  for (const CallRecord& c : calls) {
+    s.tensors += static_cast<int64_t>(c.tensors.size());
+    if (std::any_of(c.tensors.begin(), c.tensors.end(), [](const TensorRow& r) { return r.writes > 1; }))
+      s.overwritten.push_back(c.name);
+  }
+  return s;
+}
+
 std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<CallRecord>& calls,
                             DumpSummary* summary, const std::string& dump_data_dir) {
   json::Writer w(1);
@@ -181,23 +192,17 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
   else w.value_string(dump_data_dir);
   w.key("data");
   w.begin_object();
-  int64_t tensors = 0;
   for (const CallRecord& c : calls) {
     // Values in argument order: tensors and non-tensor leaves interleaved
     // as the call passed them, so dicts keep their keys' order.
     std::vector<std::pair<int64_t, std::pair<const Place*, std::string>>> values;
-    bool overwritten = false;
-    for (const TensorRow& r : c.tensors) {
-      values.push_back({r.order, {&r.place, tensor_leaf(r)}});
-      overwritten = overwritten || r.writes > 1;
-    }
+    for (const TensorRow& r : c.tensors) values.push_back({r.order, {&r.place, tensor_leaf(r)}});
     for (const Leaf& l : c.leaves) values.push_back({l.order, {&l.place, leaf_json(l)}});
     std::stable_sort(values.begin(), values.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     Node root;
     root.type = Node::kDict;
     for (auto& v : values)
       if (!v.second.first->empty()) insert(&root, *v.second.first, std::move(v.second.second));
-    tensors += static_cast<int64_t>(c.tensors.size());
 
     w.key(c.name);
     w.begin_object();
@@ -220,14 +225,10 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
       emit(w, *found);
     }
     w.end_object();
-    if (summary && overwritten) summary->overwritten.push_back(c.name);
   }
   w.end_object();
   w.end_object();
-  if (summary) {
-    summary->entries = static_cast<int64_t>(calls.size());
-    summary->tensors = tensors;
-  }
+  if (summary) *summary = summarize(calls);
   std::string out = w.take();
   out.push_back('\n');
   return out;

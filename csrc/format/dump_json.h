@@ -61,6 +61,10 @@ struct DumpSummary {
   std::vector<std::string> overwritten;
 };
 
+// Counts the entries and tensor records of `calls` and names the entries
+// written more than once: what step() reports before dump.json is built.
+DumpSummary summarize(const std::vector<CallRecord>& calls);
+
 // Returns the whole document, calls in the given order. `level`, `task` and
 // `dump_data_dir` (the tensor files' folder; null when empty) are copied to
 // the header.

@@ -119,14 +119,14 @@ void bind_engine(py::module_& m) {
         summary["write_seq"] = r.write_seq;
         summary["entries"] = r.entries;
         summary["tensors"] = r.tensors;
-        summary["missing_tensors"] = r.missing_tensors;
         summary["overwritten"] = r.overwritten;
-        if (!r.error.empty()) summary["error"] = r.error;
         return summary;
       },
       py::arg("out_dir"), py::arg("task"), py::arg("level"), py::arg("write_if_empty") = true,
-      "Ends the current step: writes out_dir/dump.json (unless out_dir is None, or nothing was recorded and "
-      "write_if_empty is false) from the rows written in it, then starts the next one.");
+      "Ends the current step: collects the rows written in it and starts the next one; the writer thread then "
+      "writes out_dir/dump.json (unless out_dir is None, or nothing was recorded and write_if_empty is false). "
+      "Returns at once with write_seq, the writer job to wait for (writer_wait); its failures are reported by "
+      "writer_take_errors.");
   m.def("set_active", [](bool active) { Engine::get().set_active(active); });
   m.def("set_enabled", [](bool enabled) { Engine::get().set_enabled(enabled); });
   m.def(

@@ -1,6 +1,7 @@
 #include "writer/writer.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -155,12 +156,6 @@ int64_t Writer::submit(Reservation r, WriteJob job) {
   return seq;
 }
 
-void Writer::drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const int64_t target = submitted_;
-  done_cv_.wait(lock, [&] { return outstanding_.empty() || *outstanding_.begin() >= target; });
-}
-
 void Writer::wait_for(int64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return outstanding_.count(seq) == 0; });
@@ -200,6 +195,11 @@ void Writer::ensure_thread_locked() {
 }
 
 void Writer::run() {
+  // A background thread: when a producer (step(), a probe) wakes it, it must
+  // not preempt that producer on its own core (SCHED_BATCH: no wake-up
+  // preemption, same CPU share). Not being allowed to is harmless.
+  const sched_param batch{};
+  (void)::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &batch);
   for (;;) {
     // A snapshot of the queue, oldest first: whether each job's bytes are on
     // the host already or still wait for a device copy.
@@ -209,6 +209,9 @@ void Writer::run() {
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stop_ and drained
       for (auto& e : queue_) {
+        // An action waits for everything before it (and holds back what
+        // follows it) until it is the oldest job.
+        if (e->job.action && e != queue_.front()) break;
         snapshot.emplace_back(e.get(), e->job.ready == nullptr);
         if (snapshot.back().second) break;  // nothing after it can be older
       }
@@ -286,6 +289,10 @@ void Writer::run() {
 }
 
 void Writer::write_one(WriteJob& job) {
+  if (job.action) {
+    job.action();
+    return;
+  }
   if (job.is_document) {
     fs::write_file_atomic(job.file, job.text);
     return;

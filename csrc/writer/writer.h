@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -86,8 +87,8 @@ class Reservation {
 
 // One file to write. The bytes are either a host tensor (CPU or pinned), a
 // plain byte buffer with its dtype and shape (from a graph's host callback,
-// which must not call into the dispatcher), or a finished document (`text`,
-// dump.json) written as it is.
+// which must not call into the dispatcher), a finished document (`text`)
+// written as it is, or an `action` that produces its files itself.
 struct WriteJob {
   std::string file;  // final name, {stem}_{n}{suffix}
   std::string text;  // a document; used when `is_document`
@@ -98,6 +99,12 @@ struct WriteJob {
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> sizes;
   std::unique_ptr<DeviceReady> ready;  // null when the bytes are already on the host
+  // Work done on the writer thread instead of writing bytes: the end of a
+  // step (its folders, tensor files and dump.json; engine/step_output.cpp).
+  // It starts only once every job submitted before it has finished, so it
+  // sees their files; jobs submitted after it wait for it. What it throws is
+  // kept like a failed write of `file`, with `records` lost.
+  std::function<void()> action;
 };
 
 // A queued job with its share of the budget. Held by unique_ptr so that the
@@ -134,9 +141,6 @@ class Writer {
 
   // Returns the job's submission number (see wait_for).
   int64_t submit(Reservation r, WriteJob job);
-
-  // Waits until every job submitted so far has finished, without reporting.
-  void drain();
 
   // Waits until job `seq` (and nothing else) has finished.
   void wait_for(int64_t seq);

@@ -47,10 +47,10 @@ class DumperStateError(RuntimeError):
 
 
 class DumpWriteError(OSError):
-    """A dump.json (or another graphprobe file) could not be written; the
-    message names the file and how many records were lost. dump.json files are
-    written by a background thread, so a failure is raised by the next
-    ``step()`` or by ``stop()``. The dumper stays usable: later steps are
+    """A step folder, dump.json or tensor file could not be written; the
+    message names the file and how many records were lost. Steps are written
+    by a background thread, so a failure is raised by the next ``step()``,
+    ``flush()`` or ``stop()``. The dumper stays usable: later steps are
     written once the cause (disk full, permissions, ...) is gone."""
 
 
@@ -87,9 +87,8 @@ class AclGraphDumper:
         self._active = False
         self._selected = True
         self._step = 0
-        self._lost_sync = 0  # records of steps whose folder could not be created
         self._failed_records_base = 0
-        self._write_seq = -1  # the last dump.json handed to the writer
+        self._write_seq = -1  # the writer job of the latest step (see step())
         self._staging: str | None = None  # tensor task: where tensors wait for step()
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
@@ -157,7 +156,16 @@ class AclGraphDumper:
         AclGraphDumper._started = weakref.ref(self)
 
     def step(self, dump: bool = True) -> None:
-        """Ends an iteration: writes this step's records and advances N.
+        """Ends an iteration: hands this step's records to the writer thread
+        and advances N.
+
+        Only the collection of the rows (one copy per device) runs on the
+        caller's thread; the step folder, dump.json and (tensor task) the
+        tensor files are made by the writer thread. step() waits for the
+        previous step's files, which had a whole iteration to be written,
+        and, once this step is queued, raises :class:`DumpWriteError` if they
+        (or anything else queued before) failed; this step's failures are
+        raised by the next ``step()``, :meth:`flush` or :meth:`stop`.
 
         ``dump=False`` discards the records (warm-up and dummy runs) and does
         not advance N. Does nothing on a rank that ``rank`` does not select or
@@ -183,22 +191,26 @@ class AclGraphDumper:
             # N still counts iterations so step numbers line up with the bench.
             step_dir = self._step_dir()
             self._step += 1
-            summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
+            # The previous step's files had a whole iteration to reach the
+            # disk. Its failures are taken before this step's job is queued,
+            # so they are raised here, and this step's by the next call.
+            errors = self._wait_and_take_errors(self._write_seq)
+            try:
+                summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
+            except Exception as exc:
+                if errors:  # both are reported
+                    raise DumpWriteError(errors) from exc
+                raise
+        if summary["write_seq"] >= 0:  # the writer runs step jobs in order: the latest covers the earlier
+            self._write_seq = summary["write_seq"]
         self._reload_switch()
         self._report(summary)
         if not dump:
             return
-        if recording and "error" not in summary:
+        if recording:
             self._warn_if_nothing_recorded(summary)
-        if "error" in summary:
-            self._lost_sync += summary["tensors"]
-            raise DumpWriteError(
-                f"graphprobe: step {self._step - 1}: {summary['error']}; {summary['tensors']} tensor records "
-                f"of {summary['entries']} entries were not written"
-            )
-        previous, self._write_seq = self._write_seq, summary["write_seq"]
-        # The previous step's file had a whole iteration to reach the disk.
-        self._check_writes(previous)
+        if errors:
+            raise DumpWriteError(errors)
 
     def enable(self, on: bool = True) -> None:
         """The live switch: turns recording off or on between iterations,
@@ -248,19 +260,27 @@ class AclGraphDumper:
 
     @property
     def lost_records(self) -> int:
-        """Tensor records of steps whose dump.json could not be written."""
-        return self._lost_sync + _C.writer_stats()["failed_records"] - self._failed_records_base
+        """Tensor records lost to failed writes since ``start()``: those of
+        steps whose folder or dump.json could not be written, and tensor
+        files that could not be moved to their record names."""
+        return _C.writer_stats()["failed_records"] - self._failed_records_base
 
-    def _check_writes(self, seq: int) -> None:
+    @staticmethod
+    def _wait_and_take_errors(seq: int) -> str:
+        """Waits for writer job ``seq`` (and so for every step before it);
+        returns the failures not yet reported, empty when none."""
         if seq >= 0:
             _C.writer_wait(seq)
-        errors = _C.writer_take_errors()
+        return _C.writer_take_errors()
+
+    def _check_writes(self, seq: int) -> None:
+        errors = self._wait_and_take_errors(seq)
         if errors:
             raise DumpWriteError(errors)
 
     def flush(self) -> None:
-        """Waits until the dump.json files of past steps are on disk; raises
-        :class:`DumpWriteError` if a write failed."""
+        """Waits until the files of past steps (folders, dump.json, tensor
+        files) are on disk; raises :class:`DumpWriteError` if a write failed."""
         self._check_writes(self._write_seq)
 
     def stop(self) -> None:
@@ -275,11 +295,15 @@ class AclGraphDumper:
             _C.set_active(False)
             _C.set_enabled(True)
             _C.reset()
-            if self._staging is not None:
-                _C.set_tensor_staging(None)
+            if self._staging is None:
+                self._check_writes(self._write_seq)
+                return
+            _C.set_tensor_staging(None)
+            try:
+                self._check_writes(self._write_seq)  # the last step still moves files out of staging
+            finally:
                 shutil.rmtree(self._staging, ignore_errors=True)
                 self._staging = None
-            self._check_writes(self._write_seq)
 
     def _step_dir(self) -> str:
         rank = current_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else None
@@ -292,13 +316,6 @@ class AclGraphDumper:
             warnings.warn(
                 f"graphprobe: {dropped} records were dropped since the last step because the record table "
                 "is full; call step() after every iteration",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        if summary.get("missing_tensors"):
-            warnings.warn(
-                f"graphprobe: {summary['missing_tensors']} tensor files of this step could not be written; their "
-                "records carry no data_name (the write errors are raised next)",
                 RuntimeWarning,
                 stacklevel=3,
             )

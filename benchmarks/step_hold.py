@@ -1,0 +1,119 @@
+"""How long ``AclGraphDumper.step()`` holds the caller's thread.
+
+A real dumper is started on ``Sequential`` of ``ReLU`` modules whose L0
+records (an input and an output per module, the ``Sequential`` included) make
+exactly ``records`` tensor records per step, on a 64-element tensor (so the
+statistics cost nothing). Each round runs the forward (not timed), waits
+until the writer is idle (not timed), then times one call, interleaved:
+
+- ``step``: ``dumper.step()``, what a training loop pays per iteration when
+  the writer kept up (the usual case: one iteration is longer than writing
+  one dump.json);
+- ``collect``: ``dumper.step(dump=False)``, the same rows collected and
+  discarded: the floor that collecting costs;
+- ``back-to-back``: ``dumper.step()`` right after the forward, without
+  waiting for the writer: step() then also waits for the previous step's
+  dump.json (its errors are raised by the next step), which shows when one
+  forward is shorter than one write.
+
+Reported per record count: the medians and the median of the per-round
+ratios ``step / collect``. Runs with any graphprobe build that has the public
+dumper API, so the same file measures the code before and after a change.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any, Callable
+
+import torch
+
+import graphprobe
+from graphprobe import saving
+
+__all__ = ["step_hold"]
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _one(records: int, device: torch.device, repeats: int, root: str) -> dict[str, Any]:
+    if records < 2 or records % 2:
+        raise ValueError(f"step_hold: records must be an even number >= 2, got {records}")
+    # Sequential + (records/2 - 1) ReLUs, each with an input and an output.
+    model = torch.nn.Sequential(*(torch.nn.ReLU() for _ in range(records // 2 - 1))).to(device)
+    x = torch.ones(64, device=device)
+    folder = os.path.join(root, f"r{records}")
+    os.makedirs(folder)
+    config = os.path.join(folder, "config.json")
+    with open(config, "w") as f:
+        json.dump({"task": "statistics", "level": "L0", "rank": [], "dump_path": os.path.join(folder, "dump")}, f)
+    dumper = graphprobe.AclGraphDumper(config)
+    graphprobe.AclGraphDumper._started = None  # the suite starts several dumpers in one process
+    dumper.start(model)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    kinds: dict[str, list[float]] = {"step": [], "collect": [], "back-to-back": []}
+    gc.collect()
+    gc.disable()  # a collection would land in whichever call allocates next
+    try:
+        for r in range(repeats + 1):  # the first round creates the slots
+            order = list(kinds)[r % 3:] + list(kinds)[: r % 3]
+            for kind in order:
+                model(x)
+                sync()
+                if kind != "back-to-back":
+                    saving.flush()
+                took = _timed(dumper.step if kind != "collect" else lambda: dumper.step(dump=False))
+                if r:
+                    kinds[kind].append(took)
+        dumper.flush()
+        written = len(json.load(open(os.path.join(dumper.config.dump_path, "step0", f"pid{os.getpid()}",
+                                                  "dump.json")))["data"])
+    finally:
+        gc.enable()
+        dumper.stop()
+    ratios = [s / c for s, c in zip(kinds["step"], kinds["collect"]) if c > 0]
+    return {
+        "records": records,
+        "entries": written,
+        "step_s": statistics.median(kinds["step"]),
+        "collect_s": statistics.median(kinds["collect"]),
+        "back_to_back_s": statistics.median(kinds["back-to-back"]),
+        "step_over_collect": statistics.median(ratios),
+        "repeats": repeats,
+    }
+
+
+def step_hold(device: torch.device, record_counts: tuple[int, ...] = (16, 100), repeats: int = 200) -> list[dict[str, Any]]:
+    """One row per record count (see the module docstring). Starts and stops
+    its own dumpers: call it while no other dumper is started."""
+    root = tempfile.mkdtemp(prefix="graphprobe-step-hold-")
+    try:
+        with torch.no_grad():
+            return [_one(n, device, repeats, root) for n in record_counts]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Time step() on the caller's thread (see the module docstring).")
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--records", type=int, nargs="+", default=[16, 100])
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"graphprobe from {os.path.dirname(graphprobe.__file__)}")
+    for row in step_hold(torch.device("cpu"), tuple(args.records), args.repeats):
+        print(f"{row['records']:4d} records ({row['entries']} entries): step {row['step_s'] * 1e3:.3f} ms, "
+              f"collect only {row['collect_s'] * 1e3:.3f} ms, step/collect {row['step_over_collect']:.2f}x, "
+              f"back-to-back {row['back_to_back_s'] * 1e3:.3f} ms")

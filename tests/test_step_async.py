@@ -1,0 +1,116 @@
+"""step() hands the writing to the writer thread: nothing is lost or reordered.
+
+The writer is kept busy by one large acl_save ahead of the steps, so that
+several steps (and, in the tensor task, the next step's staged tensors, which
+reuse the same slot files) queue up behind it before anything is written.
+Values are checked against float64 references computed here.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import graphprobe
+from reference import stats64
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+NAME = "Module.0.ReLU.forward.0"
+
+
+def _inputs(n: int) -> list[torch.Tensor]:
+    # Distinct per step: a step filed with another step's rows or files shows.
+    return [torch.linspace(-1.0, 1.0, 1000) * (k + 1) + 0.25 * k for k in range(n)]
+
+
+def _busy_writer(tmp_path) -> None:
+    graphprobe.acl_save(torch.randn(1 << 22), tmp_path / "busy.pt")
+
+
+def _assert_stats(record: dict, reference: torch.Tensor) -> None:
+    for key, want in stats64(reference).items():
+        assert math.isclose(record[key], want, rel_tol=1e-5, abs_tol=1e-6), (key, record[key], want)
+
+
+def _folder(dump: str, step: int) -> str:
+    (found,) = glob.glob(os.path.join(dump, f"step{step}", "*"))
+    return found
+
+
+def _dump_steps(config: str, tmp_path, n: int, discard_after: int, junk: torch.Tensor) -> list[torch.Tensor]:
+    """Runs ``n`` steps of a wired ReLU queued behind a busy writer, with one
+    discarded step (input ``junk``) after step ``discard_after``; returns the
+    inputs of the kept steps."""
+    model = torch.nn.Sequential(torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(config)
+    dumper.start(model)
+    inputs = _inputs(n)
+    _busy_writer(tmp_path)
+    try:
+        for k, x in enumerate(inputs):
+            model(x)
+            dumper.step()
+            if k == discard_after:
+                model(junk)
+                dumper.step(dump=False)  # discarded: must appear nowhere
+    finally:
+        dumper.stop()  # waits for every step's files (and removes the tensor task's staging folder)
+    return inputs
+
+
+def test_statistics_of_queued_steps_stay_with_their_step(write_config, tmp_path):
+    inputs = _dump_steps(write_config(), tmp_path, 6, 2, torch.full((3,), 99.0))
+    dump = str(tmp_path / "dump")
+    assert sorted(os.listdir(dump)) == [f"step{k}" for k in range(6)]
+    for k, x in enumerate(inputs):
+        with open(os.path.join(_folder(dump, k), "dump.json")) as f:
+            data = json.load(f)["data"]
+        assert list(data) == [NAME]
+        _assert_stats(data[NAME]["input_args"][0], x)
+        _assert_stats(data[NAME]["output"][0], torch.relu(x))
+
+
+def test_tensor_task_files_each_step_its_own_tensors(write_config, tmp_path):
+    # The discarded step stages the same slot files again.
+    inputs = _dump_steps(write_config(task="tensor"), tmp_path, 5, 1, torch.full((1000,), -7.0))
+    dump = str(tmp_path / "dump")
+    assert not glob.glob(os.path.join(dump, ".staging*"))
+    for k, x in enumerate(inputs):
+        data_dir = os.path.join(_folder(dump, k), "dump_tensor_data")
+        assert sorted(os.listdir(data_dir)) == [f"{NAME}.input.0.pt", f"{NAME}.output.0.pt"]
+        assert torch.equal(torch.load(os.path.join(data_dir, f"{NAME}.input.0.pt")), x)
+        assert torch.equal(torch.load(os.path.join(data_dir, f"{NAME}.output.0.pt")), torch.relu(x))
+
+
+def test_steps_pending_at_exit_are_written(tmp_path):
+    dump = tmp_path / "dump"
+    (tmp_path / "config.json").write_text(json.dumps({"dump_path": str(dump), "task": "tensor"}))
+    code = f"""
+        import torch, graphprobe
+        model = torch.nn.Sequential(torch.nn.ReLU())
+        dumper = graphprobe.AclGraphDumper({str(tmp_path / "config.json")!r})
+        dumper.start(model)
+        graphprobe.acl_save(torch.randn(1 << 22), {str(tmp_path / "busy.pt")!r})
+        for k in range(4):
+            model(torch.linspace(-1.0, 1.0, 1000) * (k + 1) + 0.25 * k)
+            dumper.step()
+        # no flush() or stop(): the atexit hook writes the steps still queued
+    """
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "failed" not in r.stderr, r.stderr
+    for k, x in enumerate(_inputs(4)):
+        folder = _folder(str(dump), k)
+        with open(os.path.join(folder, "dump.json")) as f:
+            data = json.load(f)["data"]
+        _assert_stats(data[NAME]["input_args"][0], x)
+        assert torch.equal(torch.load(os.path.join(folder, "dump_tensor_data", f"{NAME}.input.0.pt")), x)
