@@ -415,7 +415,7 @@ into compiled code (compiled). Statistics fused into inductor's kernels (the fus
 that barrier but cost more on a CPU: inductor inlines each probed pointwise chain into every probe's
 reduction kernel and recomputes it there, and most L0 probes sit on tensors stored anyway (matmul outputs,
 parameters), so they stay off by default. On transformer-l the compiled+L0 overhead is about one read of
-the recorded bytes (overhead/floor ~1.5), 45 % of which are the weights of the `parameters` part: the
+the recorded bytes (overhead/floor ~1.5), about 40 % of which are the weights of the `parameters` part: the
 #16 goal of 1.05x compiled would need less than one read, which only fusion into the producers could give.
 Strided inputs are read in place (the transposed row of the micro-benchmark). The "hooks" goal cannot be met
 on a CPU: a host read there is no device synchronisation, so the hook-and-`.item()` way costs little more
