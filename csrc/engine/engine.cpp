@@ -221,8 +221,9 @@ void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index
     TORCH_CHECK(!staging_,
                 "graphprobe: this compiled graph computes its statistics inside its own kernels and cannot save the "
                 "tensors that task \"tensor\" needs; it was compiled while task \"statistics\" was running. Call "
-                "torch._dynamo.reset() (or compile again) after starting the tensor-task dumper, or set "
-                "GRAPHPROBE_FUSED_STATS=0 before compiling");
+                "torch._dynamo.reset() (or compile again) after starting the tensor-task dumper, or switch fused "
+                "statistics off (unset GRAPHPROBE_FUSED_STATS, or graphprobe.wiring.fused_stats.set_enabled(False)) "
+                "before compiling");
   }
   int64_t numel = 1;
   for (const int64_t d : shape) numel *= d;
