@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 
@@ -157,11 +158,10 @@ Engine::Table& Engine::table(c10::Device device) {
   return it->second;
 }
 
-bool Engine::admits_locked(const at::Tensor& t, int64_t site, int64_t index) {
-  // A cheap early exit while recording is switched off, before any work. A
-  // capture made while off still records the kernels (the switch is read on
+bool Engine::admits_locked(int64_t site, int64_t index, bool capturing) {
+  // A capture made while off still records the kernels (the switch is read on
   // the device), so that switching on later needs no re-capture.
-  if (!active_ || (!enabled_ && !is_capturing(t))) return false;
+  if (!active_ || (!enabled_ && !capturing)) return false;
   const Site* s = registry_.site(site);
   if (s == nullptr) return false;  // inserted under an earlier dumper: not this one's record
   TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
@@ -172,10 +172,11 @@ bool Engine::admits_locked(const at::Tensor& t, int64_t site, int64_t index) {
 
 Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, int64_t index, c10::ScalarType dtype,
                                            c10::IntArrayRef shape, int64_t numel) {
+  // Read before taking the lock: it asks the device's runtime.
   const bool capturing = is_capturing(t);
   std::lock_guard<std::mutex> lock(mu_);
   DeviceTarget target;
-  if (!active_) return target;
+  if (!admits_locked(site, index, capturing)) return target;
   const int64_t id = slot_for(t.device(), site, index, capturing);
   if (id < 0) {
     ++dropped_;
@@ -193,10 +194,6 @@ Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, in
 void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   // An unsupported device is reported before anything else.
   (void)runtime::runtime_for(x.device().type());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!admits_locked(x, site, index)) return;
-  }
   const DeviceTarget target = device_target(x, site, index, x.scalar_type(), x.sizes(), x.numel());
   if (target.table == nullptr) return;
   // Tables are never freed, so using them outside the lock is safe; the
@@ -215,20 +212,16 @@ void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index
                   values.numel() == kNanCount + 1 && values.is_contiguous(),
               "graphprobe.record_values: expected the ", kNanCount + 1,
               " statistics as a contiguous float64 vector, got ", values.scalar_type(), " of shape ", values.sizes());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!admits_locked(values, site, index)) return;
-    TORCH_CHECK(!staging_,
-                "graphprobe: this compiled graph computes its statistics inside its own kernels and cannot save the "
-                "tensors that task \"tensor\" needs; it was compiled while task \"statistics\" was running. Call "
-                "torch._dynamo.reset() (or compile again) after starting the tensor-task dumper, or switch fused "
-                "statistics off (unset GRAPHPROBE_FUSED_STATS, or graphprobe.wiring.fused_stats.set_enabled(False)) "
-                "before compiling");
-  }
-  int64_t numel = 1;
-  for (const int64_t d : shape) numel *= d;
-  const DeviceTarget target = device_target(values, site, index, dtype, shape, numel);
-  if (target.table != nullptr) target.table->write_values(values, target.row);
+  const DeviceTarget target =
+      device_target(values, site, index, dtype, shape, c10::multiply_integers(shape.begin(), shape.end()));
+  if (target.table == nullptr) return;
+  TORCH_CHECK(!target.staged,
+              "graphprobe: this compiled graph computes its statistics inside its own kernels and cannot save the "
+              "tensors that task \"tensor\" needs; it was compiled while task \"statistics\" was running. Call "
+              "torch._dynamo.reset() (or compile again) after starting the tensor-task dumper, or switch fused "
+              "statistics off (unset GRAPHPROBE_FUSED_STATS, or graphprobe.wiring.fused_stats.set_enabled(False)) "
+              "before compiling");
+  target.table->write_values(values, target.row);
 }
 
 void Engine::append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows,

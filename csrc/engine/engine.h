@@ -107,7 +107,8 @@ class Engine {
   void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
   // Where one execution of a probe writes (on any device, CPU included);
-  // table is null when the probe does not record (switched off, unknown site, slot limit).
+  // table is null when the probe does not record (inactive, switched off,
+  // unknown site, slot limit).
   struct DeviceTarget {
     DeviceTable* table = nullptr;
     int64_t row = -1;
@@ -116,7 +117,7 @@ class Engine {
   };
 
   int64_t register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening);
-  bool admits_locked(const at::Tensor& t, int64_t site, int64_t index);
+  bool admits_locked(int64_t site, int64_t index, bool capturing);
   DeviceTarget device_target(const at::Tensor& t, int64_t site, int64_t index, c10::ScalarType dtype,
                              c10::IntArrayRef shape, int64_t numel);
   int64_t slot_for(c10::Device device, int64_t site, int64_t index, bool capturing);
