@@ -22,26 +22,23 @@ void record_stats_batched(const at::Tensor&, int64_t, int64_t) {}
 }  // namespace
 }  // namespace graphprobe
 
+namespace graphprobe {
+namespace {
+
 // record_stats_fusable runs the same kernels (see schemas.cpp).
-TORCH_LIBRARY_IMPL(graphprobe, CPU, m) {
-  m.impl("record_stats", &graphprobe::record_stats);
-  m.impl("record_stats_fusable", &graphprobe::record_stats);
+void impl_probe_ops(torch::Library& m, void (*kernel)(const at::Tensor&, int64_t, int64_t)) {
+  for (const char* name : {"record_stats", "record_stats_fusable"}) m.impl(name, kernel);
 }
-TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) {
-  m.impl("record_stats", &graphprobe::record_stats);
-  m.impl("record_stats_fusable", &graphprobe::record_stats);
-}
+
+}  // namespace
+}  // namespace graphprobe
+
+TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats); }
+TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats); }
 // The NPU (torch_npu's device is PrivateUse1): statistics by aten ops
 // (engine/aten_table.cpp), once graphprobe._C_npu registered its runtime.
-TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) {
-  m.impl("record_stats", &graphprobe::record_stats);
-  m.impl("record_stats_fusable", &graphprobe::record_stats);
-}
-TORCH_LIBRARY_IMPL(graphprobe, Meta, m) {
-  m.impl("record_stats", &graphprobe::record_stats_meta);
-  m.impl("record_stats_fusable", &graphprobe::record_stats_meta);
-}
+TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats); }
+TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats_meta); }
 TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) {
-  m.impl("record_stats", &graphprobe::record_stats_batched);
-  m.impl("record_stats_fusable", &graphprobe::record_stats_batched);
+  graphprobe::impl_probe_ops(m, &graphprobe::record_stats_batched);
 }
