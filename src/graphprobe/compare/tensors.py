@@ -144,9 +144,7 @@ def msprobe_row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any
         return "computed", _UNSUPPORTED, files
     try:
         d = native.msprobe_real_data(*files)
-    except native.TensorMismatchError as e:
-        return "computed", _UNSUPPORTED, [str(e)]
-    except OSError as e:  # TensorFileError, or the file vanished
+    except (native.TensorMismatchError, OSError) as e:  # OSError: TensorFileError, or the file vanished
         return "computed", _UNSUPPORTED, [str(e)]
     return "computed", tuple(d["cells"]), list(d["notes"])
 
