@@ -3,12 +3,28 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import sys
+import tempfile
 from typing import Any, Callable
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# Inductor's on-disk caches key on the traced graph, not on graphprobe's
+# lowerings (wiring/fused_stats.py): a cache left by an earlier build of this
+# tree let a compile test pass on code the current tree no longer generates.
+# So a test session compiles into a cache of its own, removed at the end,
+# unless the caller chose one. Spawned workers inherit it.
+_OWN_INDUCTOR_CACHE = None
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    _OWN_INDUCTOR_CACHE = os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="graphprobe-test-inductor-")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_INDUCTOR_CACHE is not None:
+        shutil.rmtree(_OWN_INDUCTOR_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -25,20 +25,30 @@ void record_stats_batched(const at::Tensor&, int64_t, int64_t) {}
 namespace graphprobe {
 namespace {
 
-// record_stats_fusable runs the same kernels (see schemas.cpp).
-void impl_probe_ops(torch::Library& m, void (*kernel)(const at::Tensor&, int64_t, int64_t)) {
-  for (const char* name : {"record_stats", "record_stats_fusable"}) m.impl(name, kernel);
+using ProbeKernel = void (*)(const at::Tensor&, int64_t, int64_t);
+
+// record_stats_fusable runs the same kernels; its form only keys compile
+// caches (see schemas.cpp).
+template <ProbeKernel kernel>
+void fusable(const at::Tensor& x, int64_t site, int64_t index, int64_t /*form*/) {
+  kernel(x, site, index);
+}
+
+template <ProbeKernel kernel>
+void impl_probe_ops(torch::Library& m) {
+  m.impl("record_stats", kernel);
+  m.impl("record_stats_fusable", &fusable<kernel>);
 }
 
 }  // namespace
 }  // namespace graphprobe
 
-TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats); }
-TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats); }
+TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats>(m); }
 // The NPU (torch_npu's device is PrivateUse1): statistics by aten ops
 // (engine/aten_table.cpp), once graphprobe._C_npu registered its runtime.
-TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats); }
-TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { graphprobe::impl_probe_ops(m, &graphprobe::record_stats_meta); }
+TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats_meta>(m); }
 TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) {
-  graphprobe::impl_probe_ops(m, &graphprobe::record_stats_batched);
+  graphprobe::impl_probe_ops<&graphprobe::record_stats_batched>(m);
 }

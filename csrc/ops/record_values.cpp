@@ -1,5 +1,5 @@
-// Kernels of graphprobe::record_values and graphprobe::widen_as_stored, the
-// two ops that statistics fused into compiled code are made of.
+// Kernels of graphprobe::record_values, the op that writes statistics fused
+// into compiled code into the record table.
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymIntArrayRef.h>
 #include <torch/library.h>
@@ -19,8 +19,6 @@ void record_values(const at::Tensor& values, int64_t site, int64_t index, c10::S
 
 void record_values_meta(const at::Tensor&, int64_t, int64_t, c10::ScalarType, c10::SymIntArrayRef) {}
 
-at::Tensor widen_as_stored(const at::Tensor& x) { return x.to(c10::ScalarType::Double); }
-
 }  // namespace
 }  // namespace graphprobe
 
@@ -28,8 +26,3 @@ TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("record_values", &graphprobe::re
 TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("record_values", &graphprobe::record_values); }
 TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { m.impl("record_values", &graphprobe::record_values); }
 TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { m.impl("record_values", &graphprobe::record_values_meta); }
-// One composite kernel serves every device and FakeTensor; there is no
-// gradient to define: it only feeds statistics.
-TORCH_LIBRARY_IMPL(graphprobe, CompositeExplicitAutograd, m) {
-  m.impl("widen_as_stored", &graphprobe::widen_as_stored);
-}

@@ -19,11 +19,14 @@ TORCH_LIBRARY(graphprobe, m) {
   // (csrc/identity); index: x's position among that part's tensors.
   m.def("record_stats(Tensor x, int site, int index) -> ()", {at::Tag::nondeterministic_seeded});
   // The same probe, inserted by dynamo where the statistics may be fused
-  // into compiled code (statistics task, GRAPHPROBE_FUSED_STATS not 0). A
+  // into compiled code (statistics task, fused statistics switched on). A
   // name of its own so that the choice is part of the traced graph, and so
-  // of every compile cache key (AOTAutogradCache keys on that graph). Its
-  // kernels are record_stats's: only inductor's decomposition differs.
-  m.def("record_stats_fusable(Tensor x, int site, int index) -> ()", {at::Tag::nondeterministic_seeded});
+  // of every compile cache key (AOTAutogradCache and FxGraphCache key on
+  // that graph). form: the version of inductor's lowering of this op
+  // (wiring/fused_stats.py), a constant in the graph so that code compiled
+  // by an earlier lowering is never reused from those caches. Its kernels
+  // are record_stats's: only inductor's lowering differs.
+  m.def("record_stats_fusable(Tensor x, int site, int index, int form) -> ()", {at::Tag::nondeterministic_seeded});
   // What record_stats_fusable becomes inside inductor's code (wiring/fused_stats.py):
   // the reductions are ordinary graph ops fused into the producer of the
   // tensor, and this op only writes their results into the row of (site,
@@ -31,11 +34,6 @@ TORCH_LIBRARY(graphprobe, m) {
   // tensor's device; dtype and shape: the probed tensor's.
   m.def("record_values(Tensor values, int site, int index, ScalarType dtype, SymInt[] shape) -> ()",
         {at::Tag::nondeterministic_seeded});
-  // x as float64, from the value x has once stored in its own dtype. Plain
-  // x.double() in eager; inductor's lowering keeps the rounding to x's dtype
-  // that it would otherwise skip when x is computed inside the same kernel
-  // (a bfloat16 intermediate is carried in float32 there).
-  m.def("widen_as_stored(Tensor x) -> Tensor");
   // Writes x to {stem}_{n}{suffix} every time it executes (acl_save).
   m.def("save(Tensor x, str path) -> ()", {at::Tag::nondeterministic_seeded});
 }

@@ -142,9 +142,13 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
     site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode)
     if mode == _TRACED:
         # The switch is read here, in traced code, so that dynamo guards on it.
-        op = record_stats_fusable if fused_stats.enabled() and _fusion_allowed() else record_stats
-        for i, tensor in enumerate(tensors):
-            op(tensor, site, i)  # graph nodes: they run on every execution
+        # Graph nodes: they run on every execution.
+        if fused_stats.enabled() and _fusion_allowed():
+            for i, tensor in enumerate(tensors):
+                record_stats_fusable(tensor, site, i, fused_stats.FORM)
+        else:
+            for i, tensor in enumerate(tensors):
+                record_stats(tensor, site, i)
     elif tensors:
         _C.record_part(site, tensors)  # runs now: one call, no dispatcher per tensor
 
