@@ -412,10 +412,13 @@ module's own parameters (msprobe's `parameters` part), which adds a record per w
 of every weight per call: the "records" column counts them, and the hooks baseline records them too. On
 small models the rest is the Python hooks themselves (eager) and the fusion barrier each opaque probe puts
 into compiled code (compiled). Statistics fused into inductor's kernels (the fused+L0/L1 rows, opt-in) remove
-that barrier but cost more on a CPU: inductor inlines each probed pointwise chain into every probe's
-reduction kernel and recomputes it there, and most L0 probes sit on tensors stored anyway (matmul outputs,
-parameters), so they stay off by default. On transformer-l the compiled+L0 overhead is about one read of
-the recorded bytes (overhead/floor ~1.5), about 40 % of which are the weights of the `parameters` part: the
+that barrier where inductor generates the loop that makes the tensor; weights, inputs and matmul outputs
+keep the opaque kernel, which reads a stored tensor faster than a generated reduction. Lowered that way and
+accumulated in float32 (cascade sums) they went from 1.45x to within a few percent of the opaque probes on
+transformer-l, but not below them: on a CPU the extra arithmetic per element in the producing loop costs
+about what re-reading the stored tensor does, so they stay off by default. On transformer-l the compiled+L0
+overhead is about one read of the recorded bytes (overhead/floor ~1.5), about 40 % of which are the weights
+of the `parameters` part: the
 #16 goal of 1.05x compiled would need less than one read, which only fusion into the producers could give.
 Strided inputs are read in place (the transposed row of the micro-benchmark). The "hooks" goal cannot be met
 on a CPU: a host read there is no device synchronisation, so the hook-and-`.item()` way costs little more

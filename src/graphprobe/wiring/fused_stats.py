@@ -7,8 +7,8 @@ which costs time and can change the model's own rounding. So dynamo inserts
 statistics task; decided while tracing, so that the choice is part of the
 graph and of every compile-cache key). Inductor lowers that probe, where
 its tensor comes out of a loop that inductor generates, into ordinary
-reductions (max, min, sum, sum of squares, NaN count over the tensor widened
-to float64), which it fuses into that loop, plus ``graphprobe::record_values``,
+reductions (max, min, sum, sum of squares, NaN count, accumulated in
+float32), which it fuses into that loop, plus ``graphprobe::record_values``,
 a tiny side-effecting op that writes the five numbers into the record
 table; where the tensor is a graph input or an extern kernel's output (a
 matmul), it must be read again anyway and the opaque kernel does that
