@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
-from reference import ReferenceRecorder, assert_stats_close, flatten_dump
+from reference import ReferenceRecorder, assert_stats_close, flatten_dump, stats64
 
 import graphprobe
 from graphprobe.dumper import DumperStateError
@@ -130,3 +130,41 @@ def test_step_before_start_raises(write_config, tmp_path) -> None:
     dumper.step()
     dumper.stop()
     assert (tmp_path / "d" / "step0").is_dir()
+
+
+@pytest.mark.parametrize("level", ["L0", "L1"])
+def test_second_dumper_on_a_compiled_model_recompiles_and_records(write_config, read_step, tmp_path, level) -> None:
+    # Dump two phases of a job with one compiled model: stop() forgets the
+    # sites that the first dumper's compiled code carries, so the second
+    # dumper must get code of its own (it recorded nothing before).
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    model = _model()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter)
+    with torch.no_grad():
+        fc1 = model.fc1(X)
+        act = model.act(fc1)
+        fc2 = model.fc2(act)
+    want = {"Functional.linear.0.forward": fc1, "Functional.relu.0.forward": act, "Functional.linear.1.forward": fc2}
+    for phase in ("a", "b"):
+        path = str(tmp_path / phase)
+        dumper = graphprobe.AclGraphDumper(write_config(dump_path=path, level=level))
+        dumper.start(model)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "recorded nothing"
+            for _ in range(3):
+                with torch.no_grad():
+                    compiled(X)
+                dumper.step()
+        dumper.stop()
+        for step in range(3):
+            if level == "L0":
+                _check_against_float64(model, path, step, read_step)
+                continue
+            data = read_step(path, step)["data"]
+            assert sorted(data) == sorted(want), (phase, step)
+            for name, tensor in want.items():
+                got = data[name]["output"][0]
+                assert_stats_close(got, stats64(tensor) | {"shape": list(tensor.shape)}, 1e-5, f"{phase} {name}")
+    assert counter.frame_count == 2  # one compile per dumper, not one per step

@@ -36,6 +36,7 @@ from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_modu
 from graphprobe.output_files import make_dirs
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
+from graphprobe.wiring.probe import new_session
 
 __all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "DumpWriteError", "current_rank"]
 
@@ -144,6 +145,7 @@ class AclGraphDumper:
             self._staging = os.path.join(self.config.dump_path, f".staging_pid{os.getpid()}")
             make_dirs(self._staging)
             _C.set_tensor_staging(self._staging)
+        new_session()  # code traced under an earlier dumper holds its forgotten sites: recompile it
         if self.config.level in ("L0", "mix"):
             self._wiring.append(ModuleWiring(model, self.config.keywords))
         if self.config.level in ("L1", "mix"):

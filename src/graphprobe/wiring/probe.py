@@ -28,7 +28,7 @@ import torch
 from graphprobe._ops import _C, record_stats, record_stats_fusable
 from graphprobe.wiring import fused_stats
 
-__all__ = ["MAX_DEPTH", "as_output_tuple", "matches", "probe_inputs", "probe_output", "safe_text"]
+__all__ = ["MAX_DEPTH", "as_output_tuple", "matches", "new_session", "probe_inputs", "probe_output", "safe_text"]
 
 MAX_DEPTH = 32
 """Nesting levels of tuples, lists and dicts the walk descends into; a value
@@ -39,6 +39,20 @@ _VALUE_TYPES = (bool, int, float, str, type(None))
 
 # How a part was inserted (csrc/identity/call_registry.h, InsertMode).
 _EAGER, _TRACED, _CAPTURED = 0, 1, 2
+
+# Compiled code keeps the site ids of its trace, and stop() forgets every site
+# (csrc/identity/call_registry.h): such code would run probes that record
+# nothing. Each start() takes a new number here, and traced code hands it to
+# _register, so dynamo guards on it: code traced under an earlier dumper
+# recompiles with fresh sites instead.
+_session = 0
+
+
+def new_session() -> None:
+    """Makes graphs traced under an earlier dumper recompile (``start()``)."""
+    global _session
+    _session += 1
+
 
 _Place = tuple[str, ...]
 _Leaf = tuple[_Place, int, str, Any]
@@ -105,10 +119,11 @@ def _trace_program() -> int:
 @torch._dynamo.assume_constant_result
 def _register(
     opening: bool, entry: str, places: tuple[_Place, ...], orders: tuple[int, ...], requires_grad: tuple[bool, ...],
-    leaves: tuple[_Leaf, ...], mode: int,
+    leaves: tuple[_Leaf, ...], mode: int, session: int,
 ) -> int:
     """Registers one part of a call and returns its site. Executed (not
-    traced) by dynamo, once per trace: its result is a constant of the graph."""
+    traced) by dynamo, once per trace: its result is a constant of the graph.
+    ``session`` is unused here: passing it makes dynamo guard on it."""
     program = _trace_program() if mode == _TRACED else 0
     register = _C.open_call if opening else _C.close_call
     return int(register(entry, places, orders, requires_grad, leaves, mode, program))
@@ -139,7 +154,7 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
                 _walk(item, (part, str(i)), 1, tensors, places, orders, leaves)
     requires_grad = tuple(t.requires_grad for t in tensors)
     mode = _mode()
-    site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode)
+    site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode, _session)
     if mode == _TRACED:
         # The switch is read here, in traced code, so that dynamo guards on it.
         # Graph nodes: they run on every execution.
