@@ -145,7 +145,6 @@ class AclGraphDumper:
             self._staging = os.path.join(self.config.dump_path, f".staging_pid{os.getpid()}")
             make_dirs(self._staging)
             _C.set_tensor_staging(self._staging)
-        new_session()  # code traced under an earlier dumper holds its forgotten sites: recompile it
         if self.config.level in ("L0", "mix"):
             self._wiring.append(ModuleWiring(model, self.config.keywords))
         if self.config.level in ("L1", "mix"):
@@ -297,6 +296,7 @@ class AclGraphDumper:
             _C.set_active(False)
             _C.set_enabled(True)
             _C.reset()
+            new_session()  # code traced under this dumper holds the sites reset() forgot: recompile it
             if self._staging is None:
                 self._check_writes(self._write_seq)
                 return

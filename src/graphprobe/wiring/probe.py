@@ -42,14 +42,14 @@ _EAGER, _TRACED, _CAPTURED = 0, 1, 2
 
 # Compiled code keeps the site ids of its trace, and stop() forgets every site
 # (csrc/identity/call_registry.h): such code would run probes that record
-# nothing. Each start() takes a new number here, and traced code hands it to
+# nothing. Each stop() takes a new number here, and traced code hands it to
 # _register, so dynamo guards on it: code traced under an earlier dumper
 # recompiles with fresh sites instead.
 _session = 0
 
 
 def new_session() -> None:
-    """Makes graphs traced under an earlier dumper recompile (``start()``)."""
+    """Makes graphs traced until now recompile (``stop()``)."""
     global _session
     _session += 1
 
