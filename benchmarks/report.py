@@ -413,10 +413,10 @@ of every weight per call: the "records" column counts them, and the hooks baseli
 small models the rest is the Python hooks themselves (eager) and the fusion barrier each opaque probe puts
 into compiled code (compiled). Statistics fused into inductor's kernels (the fused+L0/L1 rows, opt-in) remove
 that barrier where inductor generates the loop that makes the tensor; weights, inputs and matmul outputs
-keep the opaque kernel, which reads a stored tensor faster than a generated reduction. Lowered that way and
-accumulated in float32 (cascade sums) they went from 1.45x to within a few percent of the opaque probes on
-transformer-l, but not below them: on a CPU the extra arithmetic per element in the producing loop costs
-about what re-reading the stored tensor does, so they stay off by default. On transformer-l the compiled+L0
+keep the opaque kernel, which reads a stored tensor faster than a generated reduction. Lowered that way,
+with max/min in float32 and a vectorised NaN test, they went from 1.45x to within a few percent of the
+opaque probes on transformer-l, but not below them: on a CPU the extra arithmetic per element in the
+producing loop costs about what re-reading the stored tensor does, so they stay off by default. On transformer-l the compiled+L0
 overhead is about one read of the recorded bytes (overhead/floor ~1.5), about 40 % of which are the weights
 of the `parameters` part: the
 #16 goal of 1.05x compiled would need less than one read, which only fusion into the producers could give.

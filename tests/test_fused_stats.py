@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 from typing import Any
@@ -175,6 +176,34 @@ def test_float32_accumulation_stays_within_1e5_on_four_million_elements(tmp_path
     data = _read(tmp_path)
     for name, tensor in (("Tensor.__add__.0.forward", near), ("Torch.exp.0.forward", torch.exp(near))):
         got = data[name]["output"][0]
+        assert_stats_close(got, stats64(tensor) | {"shape": list(tensor.shape)}, 1e-5, name)
+
+
+def test_huge_and_tiny_values_keep_finite_sums(tmp_path):
+    # An attention mask of finfo.min values (transformers' llama builds one)
+    # overflows a float32 sum to -inf, and squares of values below 2**-63
+    # vanish in float32: the sums must be float64 as the opaque kernels' are.
+    torch.manual_seed(4)
+    x = torch.randn(64, 256)
+    lowest = torch.finfo(torch.float32).min
+
+    class Extremes(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mask = torch.where(x > 0.5, 0.0, lowest)
+            tiny = torch.mul(torch.tanh(x), 1e-30)
+            return torch.sum(mask, dim=-1) + torch.sum(tiny, dim=-1)
+
+    model = Extremes()
+    dumper = _start(tmp_path, "L1", model, statistics={"list": ["where", "mul"]})
+    _, code = _run_compiled(model, x)
+    dumper.step()
+    dumper.stop()
+    assert "torch.ops.graphprobe.record_values" in code
+    data = _read(tmp_path)
+    want = {"Torch.where.0.forward": torch.where(x > 0.5, 0.0, lowest), "Torch.mul.0.forward": torch.tanh(x) * 1e-30}
+    for name, tensor in want.items():
+        got = data[name]["output"][0]
+        assert math.isfinite(got["Mean"]) and got["Norm"] > 0, (name, got)
         assert_stats_close(got, stats64(tensor) | {"shape": list(tensor.shape)}, 1e-5, name)
 
 

@@ -7,8 +7,8 @@ which costs time and can change the model's own rounding. So dynamo inserts
 statistics task; decided while tracing, so that the choice is part of the
 graph and of every compile-cache key). Inductor lowers that probe, where
 its tensor comes out of a loop that inductor generates, into ordinary
-reductions (max, min, sum, sum of squares, NaN count, accumulated in
-float32), which it fuses into that loop, plus ``graphprobe::record_values``,
+reductions (max, min and NaN count in float32, sum and sum of squares in
+float64), which it fuses into that loop, plus ``graphprobe::record_values``,
 a tiny side-effecting op that writes the five numbers into the record
 table; where the tensor is a graph input or an extern kernel's output (a
 matmul), it must be read again anyway and the opaque kernel does that
@@ -33,12 +33,13 @@ ENV_SWITCH = "GRAPHPROBE_FUSED_STATS"
 (default off: on this project's CPU benchmarks they cost about twice the
 compile time and were not faster; see benchmarks/results)."""
 
-FORM = 2
+FORM = 3
 """The version of :func:`_lower_fusable`, passed to every fusable probe. It
 is a constant in the traced graph, and inductor's on-disk caches key on the
 graph, not on this module's code: bump it whenever the lowering changes what
 the compiled code computes, or code compiled by the earlier lowering is
-reused. (1 was a decomposition that fused every probe.)"""
+reused. (1 was a decomposition that fused every probe; 2 summed in
+float32.)"""
 
 # The dtypes whose statistics the fused path computes; others (integers,
 # bool, float8, complex) keep the opaque kernel.
@@ -127,13 +128,14 @@ def _lower_fusable(x, site: int, index: int, form: int):  # type: ignore[no-unty
     from torch._inductor.virtualized import V
 
     aten = torch.ops.aten
-    # Accumulated in float32 (float64 for float64 tensors): inductor's CPU
-    # reductions sum in cascades (pairwise over chunks) and Triton's in
-    # trees, which keeps float32 within 1e-5 of the float64 reference;
-    # widening every element to float64 made the fused loop compute-bound
-    # (slower than reading the tensor again).
+    # max, min and the NaN count are exact in the tensor's compute dtype
+    # (float32, float64 for float64 tensors). The sums are accumulated in
+    # float64, as the opaque kernels finish theirs: in float32 the sum of an
+    # attention mask of finfo.min values overflows to -inf, and squares of
+    # values below 2**-63 vanish (a transformers llama's mask showed it).
     acc = torch.float64 if x.get_dtype() == torch.float64 else torch.float32
     v = _as_stored(x, acc)
+    wide = _as_stored(x, torch.float64) if acc != torch.float64 else v
     # v != v rather than isnan: inductor's CPU code vectorises the
     # comparison, isnan went element by element.
     nan = lowerings[aten.ne.Tensor](v, v)
@@ -146,8 +148,8 @@ def _lower_fusable(x, site: int, index: int, form: int):  # type: ignore[no-unty
     parts = [
         lowerings[aten.amax.default](where(nan, -inf, v)),
         lowerings[aten.amin.default](where(nan, inf, v)),
-        total(v),
-        total(lowerings[aten.mul.Tensor](v, v)),
+        total(wide),
+        total(lowerings[aten.mul.Tensor](wide, wide)),
         total(nan, dtype=count),
     ]
     values = _gather(parts, x.get_device())
