@@ -306,7 +306,10 @@ def fused_stats_triton(tmp: str) -> None:
                 compiled(a, b)
             dumper.step()
             dumper.stop()
-            assert "torch.ops.graphprobe.record_values" in "\n".join(codes), (dtype, mode)
+            code = "\n".join(codes)
+            assert "torch.ops.graphprobe.record_values" in code, (dtype, mode)
+            # a and b are graph inputs: read again by the opaque kernel (fused_stats._made_by_generated_loop).
+            assert "torch.ops.graphprobe.record_stats_fusable.default" in code, (dtype, mode)
             data = read_step(os.path.join(folder, "dump"), 0)["data"]
             # One rounding per stored tensor, as the fused kernel does.
             mul = (a.float() * b.float()).to(dtype).double()
