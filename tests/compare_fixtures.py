@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 NAN = math.nan
 INF = math.inf
@@ -55,3 +55,22 @@ def simple_model_dump(scale: float = 1.0, diverge_at: int | None = None) -> dict
         data[f"Module.layers.{i}.Linear.forward.0"] = entry([tensor(n_in * s_in)], [tensor(n_out * s_out)])
         norm = n_out
     return data
+
+
+def csv_disagreements(
+    ours: list[dict[str, str]], theirs: list[dict[str, str]], same: dict[str, Callable[[str, str], bool]]
+) -> list[str]:
+    """Every way in which our compare CSV rows differ from msprobe's rows,
+    one line each: a row of theirs that ours lack, and every cell of a column
+    in ``same`` that its judge finds different. (Rows only ours have are the
+    caller's to judge: ours list bench-only tensors, msprobe's may not.)"""
+    by_name = {r["NPU Name"]: r for r in ours}
+    out: list[str] = []
+    for ref in theirs:
+        name = ref["NPU Name"]
+        row = by_name.get(name)
+        if row is None:
+            out.append(f"{name}: missing from our CSV")
+            continue
+        out += [f"{name} {c}: {row[c]!r} vs msprobe {ref[c]!r}" for c, judge in same.items() if not judge(row[c], ref[c])]
+    return out

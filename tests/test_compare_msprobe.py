@@ -16,6 +16,7 @@ import gzip
 import importlib.util
 import json
 import math
+import operator
 import os
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from compare_fixtures import csv_disagreements
 
 from graphprobe.compare import compare
 
@@ -90,21 +93,7 @@ def same_cell(a: str, b: str) -> bool:
 
 def disagreements(ours: list[dict[str, str]], msprobe: list[dict[str, str]]) -> list[str]:
     """Every way in which our rows differ from msprobe's, one line each."""
-    by_name = {r["NPU Name"]: r for r in ours}
-    problems = []
-    for m in msprobe:
-        name = m["NPU Name"]
-        o = by_name.get(name)
-        if o is None:
-            problems.append(f"{name}: missing from our CSV")
-            continue
-        for col in TEXT_COLUMNS:
-            if o[col] != m[col]:
-                problems.append(f"{name}: {col} {o[col]!r}, msprobe {m[col]!r}")
-        for col in NUMBER_COLUMNS:
-            if not same_cell(o[col], m[col]):
-                problems.append(f"{name}: {col} {o[col]!r}, msprobe {m[col]!r}")
-    return problems
+    return csv_disagreements(ours, msprobe, {c: operator.eq for c in TEXT_COLUMNS} | {c: same_cell for c in NUMBER_COLUMNS})
 
 
 def assert_agrees(ours: Path, msprobe: Path) -> None:

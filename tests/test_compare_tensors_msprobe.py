@@ -14,11 +14,13 @@ live test regenerates the pair and runs msprobe again.
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import importlib.util
 import io
 import json
 import math
+import operator
 import shutil
 import sys
 import tarfile
@@ -28,6 +30,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+
+from compare_fixtures import csv_disagreements
 
 from graphprobe import _compare
 from graphprobe.cli import main
@@ -95,18 +99,10 @@ def same_stat(ours: str, theirs: str) -> bool:
 
 def disagreements(ours: list[dict[str, str]], theirs: list[dict[str, str]]) -> list[str]:
     """Every way in which our rows differ from msprobe's, one line each."""
-    by_name = {r["NPU Name"]: r for r in ours}
-    out = [f"{name}: not in msprobe's CSV" for name in by_name.keys() - {r["NPU Name"] for r in theirs}]
-    for ref in theirs:
-        name = ref["NPU Name"]
-        row = by_name.get(name)
-        if row is None:
-            out.append(f"{name}: missing")
-            continue
-        out += [f"{name} {c}: {row[c]!r} vs msprobe {ref[c]!r}" for c in TEXT if row[c] != ref[c]]
-        out += [f"{name} {c}: {row[c]!r} vs msprobe {ref[c]!r}" for c in METRICS if not same_metric(c, row[c], ref[c])]
-        out += [f"{name} {c}: {row[c]!r} vs msprobe {ref[c]!r}" for c in STATS if not same_stat(row[c], ref[c])]
-    return out
+    extra = {r["NPU Name"] for r in ours} - {r["NPU Name"] for r in theirs}
+    same = {c: operator.eq for c in TEXT} | {c: functools.partial(same_metric, c) for c in METRICS}
+    return [f"{name}: not in msprobe's CSV" for name in extra] + csv_disagreements(
+        ours, theirs, same | {c: same_stat for c in STATS})
 
 
 @pytest.fixture(scope="module")
