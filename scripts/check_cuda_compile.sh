@@ -31,6 +31,7 @@
 # cuSPARSE or cuSOLVER header (no ATen/cuda/CUDAContext.h), so none is stubbed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/check_lib.sh
 NVCC=${NVCC:-$(command -v nvcc || true)}
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}  # scripts/setup_env.sh made .venv
 TORCH_INCLUDE_ROOT=${TORCH_INCLUDE_ROOT:-}
@@ -56,16 +57,11 @@ stamp_file=build/.graphprobe-cuda-check
 stamp=""
 if [ -z "$WHEEL" ] && [ -z "$TORCH_INCLUDE_ROOT" ] && [ "$HOST" = 0 ]; then
   stamp=$( {
-    find csrc -type f -print0 | sort -z | xargs -0 sha256sum
-    sha256sum setup.py "$0"
     "$NVCC" --version
     $PY -c "import torch; print(torch.__version__)"
     echo "${CUDA_CHECK_STDS:-}"
-  } | sha256sum | cut -d' ' -f1)
-  if [ "${CUDA_CHECK_FORCE:-0}" != 1 ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
-    echo "check_cuda_compile: sources unchanged since the last passing check, skipped (CUDA_CHECK_FORCE=1 reruns it)"
-    exit 0
-  fi
+  } | sources_stamp)
+  exit_if_checked check_cuda_compile "$stamp_file" "$stamp" CUDA_CHECK_FORCE
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

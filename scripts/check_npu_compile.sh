@@ -15,6 +15,7 @@
 # skipped). NPU_WHEEL=FILE.whl uses that wheel instead of downloading.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/check_lib.sh
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 CXX=${CXX:-c++}
 TORCH_VERSION=$($PY -c "import torch; print(torch.__version__.split('+')[0])")
@@ -60,16 +61,8 @@ PYEOF
 [ -n "$sources" ] || { echo "check_npu_compile: FAIL: setup.py's NPU_SOURCES is empty" >&2; exit 1; }
 
 stamp_file=build/.graphprobe-npu-check
-stamp=$( {
-  find csrc -type f -print0 | sort -z | xargs -0 sha256sum
-  sha256sum setup.py "$0" "$wheel"
-  "$CXX" --version | head -1
-  echo "$TORCH_VERSION"
-} | sha256sum | cut -d' ' -f1)
-if [ "${NPU_CHECK_FORCE:-0}" != 1 ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
-  echo "check_npu_compile: sources unchanged since the last passing check, skipped (NPU_CHECK_FORCE=1 reruns it)"
-  exit 0
-fi
+stamp=$( { "$CXX" --version | head -1; echo "$TORCH_VERSION"; } | sources_stamp "$wheel")
+exit_if_checked check_npu_compile "$stamp_file" "$stamp" NPU_CHECK_FORCE
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -26,14 +26,8 @@
 #   bash scripts/gpu_check.sh --dry-run  # the plan and budgets; runs nothing (CPU is fine)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=0
-for arg in "$@"; do
-  case "$arg" in
-    --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
-    *) echo "gpu_check: unknown argument '$arg' (allowed: --dry-run)" >&2; exit 2 ;;
-  esac
-done
+source scripts/check_lib.sh
+parse_run_args gpu_check 2,25 "$@"
 
 OUT_DIR=${OUT:-/tmp/graphprobe-gpu}
 mkdir -p "$OUT_DIR"

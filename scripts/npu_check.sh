@@ -20,14 +20,8 @@
 #   bash scripts/npu_check.sh --dry-run  # the plan; runs nothing
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=0
-for arg in "$@"; do
-  case "$arg" in
-    --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-    *) echo "npu_check: unknown argument '$arg' (allowed: --dry-run)" >&2; exit 2 ;;
-  esac
-done
+source scripts/check_lib.sh
+parse_run_args npu_check 2,22 "$@"
 OUT_DIR=${OUT:-/tmp/graphprobe-npu}
 TOTAL=${NPU_CHECK_BUDGET:-600}
 BUILD_BUDGET=${NPU_CHECK_BUILD_S:-300}
