@@ -252,8 +252,8 @@ def _goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         if row["records"] == 100:
             add(f"step() holds the caller <= {GOAL_STEP_HOLD_MS} ms, 100 records (#16)", "step_hold",
                 row["step_s"] * 1e3, GOAL_STEP_HOLD_MS, False, {},
-                f"step(dump=False) costs {row['collect_s'] * 1e3:.3f} ms; the rest is collecting the rows and "
-                "naming the calls (benchmarks/results/step_hold.md)")
+                f"step(dump=False) costs {row['collect_s'] * 1e3:.3f} ms; the rest is collecting the rows, copying "
+                "the call table and queuing the job (benchmarks/results/step_hold.md)")
     return goals
 
 
@@ -401,8 +401,8 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-_FIXES_TEXT = """What closes the remaining gaps. The step folder, the JSON text and dump.json are made by the
-writer thread (step() costs the collection and the naming of the calls) and the float32/bf16/fp16 kernel is
+_FIXES_TEXT = """What closes the remaining gaps. Naming the calls, the step folder, the JSON text and dump.json
+are the writer thread's job (step() costs the collection of the rows and a copy of the call table) and the float32/bf16/fp16 kernel is
 a single vectorised pass (AVX-512 or AVX2, sums in float32 per block of 16 elements per lane and in double
 across blocks, on torch's threads for large tensors). The probe op takes
 two integers (a site registered when the probe was inserted, and the tensor's index) instead of three

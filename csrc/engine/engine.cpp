@@ -164,9 +164,11 @@ bool Engine::admits_locked(int64_t site, int64_t index, bool capturing) {
   if (!active_ || (!enabled_ && !capturing)) return false;
   const Site* s = registry_.site(site);
   if (s == nullptr) return false;  // inserted under an earlier dumper: not this one's record
-  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout.places.size()),
+  TORCH_CHECK(s->layout != nullptr, "graphprobe.record_stats: site ", site,
+              " was never described by a call part; the probe and its registration disagree");
+  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout->places.size()),
               "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
-              s->layout.entry, " (", s->layout.places.size(), " tensors); the probe and its registration disagree");
+              s->layout->entry, " (", s->layout->places.size(), " tensors); the probe and its registration disagree");
   return true;
 }
 
@@ -224,33 +226,14 @@ void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index
   target.table->write_values(values, target.row);
 }
 
-void Engine::append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows,
+void Engine::append_rows(std::vector<WrittenRow>& out, const std::vector<Row>& rows,
                          const std::vector<int64_t>& row_slot, double device_order) {
   for (size_t i = 0; i < rows.size() && i < row_slot.size(); ++i) {
     const Row& r = rows[i];
     const int64_t id = row_slot[i];
     if (id < 0 || r.v[kStamp] != static_cast<double>(epoch_)) continue;
     const Slot& s = slots_[static_cast<size_t>(id)];
-    ExecutedRow e;
-    e.site = s.site;
-    e.index = s.index;
-    e.captured = s.captured;
-    e.instance = s.instance;
-    // Devices are ordered by index, rows within a device by sequence number.
-    e.when = {device_order, r.v[kSeq]};
-    TensorRow& t = e.row;
-    t.dtype = dtype_name(s.dtype);
-    t.shape = s.shape;
-    t.kind = value_kind(s.dtype);
-    t.numel = s.numel;
-    t.max = r.v[kMax];
-    t.min = r.v[kMin];
-    t.sum = r.v[kSum];
-    t.sumsq = r.v[kSumSq];
-    t.nan_count = static_cast<int64_t>(r.v[kNanCount]);
-    t.writes = static_cast<int64_t>(r.v[kWrites]);
-    t.slot = id;
-    out.push_back(std::move(e));
+    out.push_back(WrittenRow{r, device_order, id, s.site, s.index, s.captured, s.instance, s.dtype, s.numel, s.shape});
   }
 }
 
@@ -258,10 +241,10 @@ StepResult Engine::finish_step(bool collect) {
   std::lock_guard<std::mutex> lock(mu_);
   StepResult result;
   if (collect) {
-    std::vector<ExecutedRow> rows;
     double device_order = 0;
-    for (auto& kv : tables_) append_rows(rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
-    result.calls = assemble_calls(registry_, std::move(rows));
+    for (auto& kv : tables_)
+      append_rows(result.step.rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
+    result.step.table = registry_.snapshot();
   }
   result.dropped = dropped_;
   dropped_ = 0;

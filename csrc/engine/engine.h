@@ -6,8 +6,8 @@
 // in the current step reuses the k-th slot; inside capture every execution is
 // a new slot, because the captured kernels of that execution write its row
 // on every replay. Rows carry the epoch of their last write; finish_step()
-// keeps only rows written in the current epoch and hands them, with their
-// sites, to the call assembly, which names and orders the calls.
+// keeps only rows written in the current epoch and hands them, with a copy
+// of the call table, to the call assembly, which names and orders the calls.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -23,17 +23,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/collected_step.h"
 #include "engine/device_table.h"
 #include "engine/row.h"
 #include "format/dump_json.h"
-#include "identity/call_assembly.h"
 #include "identity/call_registry.h"
 
 namespace graphprobe {
 
 struct StepResult {
-  std::vector<CallRecord> calls;  // program order of their ends
-  int64_t dropped = 0;            // records refused since the last step (slot limit)
+  CollectedStep step;   // empty unless collected
+  int64_t dropped = 0;  // records refused since the last step (slot limit)
 };
 
 // More slots than this means step() is not being called; later records are
@@ -75,7 +75,8 @@ class Engine {
   static std::string staged_file(const std::string& dir, int64_t slot);
 
   // Collects (when `collect`) the rows written in this epoch, then begins the
-  // next epoch. Synchronises each device once.
+  // next epoch. Synchronises each device once; the calls are named later,
+  // from the collected step (name_calls).
   StepResult finish_step(bool collect);
 
   // Forgets all slots and sites (stop()). Device rows are retired, never
@@ -125,7 +126,7 @@ class Engine {
   int64_t new_slot(c10::Device device, int64_t site, int64_t index, bool captured, int64_t instance);
   struct Table;
   Table& table(c10::Device device);
-  void append_rows(std::vector<ExecutedRow>& out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
+  void append_rows(std::vector<WrittenRow>& out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
                    double device_order);
 
   std::mutex mu_;

@@ -78,26 +78,28 @@ struct StepJob {
   std::optional<std::string> out_dir;  // nullopt: only clear the staging
   std::optional<std::string> staging;
   std::string task, level;
-  std::vector<CallRecord> calls;
+  CollectedStep collected;
+  std::optional<std::vector<CallRecord>> calls;  // already named by step() (overwritten rows)
 
   void operator()() {
     const StagingCleared cleared(staging);
     if (!out_dir) return;
+    if (!calls) calls = name_calls(std::move(collected));
     fs::make_dirs(*out_dir);
     std::string data_dir;
     if (staging) {
       data_dir = *out_dir + "/" + kTensorDir;
       fs::make_dirs(data_dir);
-      file_tensors(calls, *staging, data_dir);
+      file_tensors(*calls, *staging, data_dir);
     }
-    fs::write_file_atomic(*out_dir + "/dump.json", build_dump_json(task, level, calls, nullptr, data_dir));
+    fs::write_file_atomic(*out_dir + "/dump.json", build_dump_json(task, level, *calls, nullptr, data_dir));
   }
 };
 
-// Host memory a step's job holds until the writer has run it, counted in the
-// writer's budget (the rows and names; the text is built by the job itself).
+// Host memory that calls named by step() hold until the writer has run the
+// step's job, counted in the writer's budget (the text is built by the job).
 size_t held_bytes(const std::vector<CallRecord>& calls) {
-  size_t bytes = sizeof(StepJob);
+  size_t bytes = 0;
   for (const CallRecord& c : calls)
     bytes += sizeof(CallRecord) + c.name.size() + c.tensors.size() * (sizeof(TensorRow) + 32) +
              c.leaves.size() * (sizeof(Leaf) + 32);
@@ -113,24 +115,28 @@ StepReport finish_step_and_write(const std::optional<std::string>& out_dir, cons
   StepResult result = engine.finish_step(out_dir.has_value());
   StepReport report;
   report.dropped = result.dropped;
-  const bool write = out_dir && !(result.calls.empty() && !write_if_empty);
+  report.records = static_cast<int64_t>(result.step.rows.size());
+  const bool write = out_dir && !(result.step.rows.empty() && !write_if_empty);
   if (!write && !staging) return report;
-  StepJob step{write ? out_dir : std::nullopt, staging, task, level, std::move(result.calls)};
+  StepJob step{write ? out_dir : std::nullopt, staging, task, level, std::move(result.step), std::nullopt};
   writer::WriteJob job;
   if (write) {
-    const DumpSummary ds = summarize(step.calls);
-    report.entries = ds.entries;
-    report.tensors = ds.tensors;
-    report.overwritten = ds.overwritten;
+    // Replays that overwrote rows are warned about by this step(), with the
+    // calls' names, so those calls are named here; otherwise the writer does.
+    if (step.collected.overwritten()) {
+      step.calls = name_calls(std::move(step.collected));
+      report.overwritten = summarize(*step.calls).overwritten;
+    }
     job.file = *out_dir + "/dump.json";
-    job.records = ds.tensors;
+    job.records = report.records;
   } else {
     job.file = *staging;
   }
   // The devices were synchronised by finish_step, so every captured save of
   // this step has reached the writer, ahead of this job.
   auto& w = writer::Writer::get();
-  writer::Reservation r = w.reserve(held_bytes(step.calls), writer::Producer::kHost, /*device_pending=*/false);
+  const size_t held = sizeof(StepJob) + step.collected.bytes() + (step.calls ? held_bytes(*step.calls) : 0);
+  writer::Reservation r = w.reserve(held, writer::Producer::kHost, /*device_pending=*/false);
   job.action = std::move(step);
   report.write_seq = w.submit(std::move(r), std::move(job));
   report.written = write;

@@ -2,7 +2,7 @@
 // What step() leaves on disk: dump.json and, in the tensor task, this step's
 // tensor files moved from staging to their record names under
 // dump_tensor_data/. The caller's thread only collects the rows (one copy
-// per device) and names the calls; the folders, the tensor files, the JSON
+// per device); naming the calls, the folders, the tensor files, the JSON
 // text and the write are one job of the writer thread.
 
 #include <cstdint>
@@ -16,8 +16,7 @@ struct StepReport {
   int64_t dropped = 0;          // records refused since the last step (slot limit)
   bool written = false;         // dump.json handed to the writer
   int64_t write_seq = -1;       // the step's writer job, to wait for (-1: none)
-  int64_t entries = 0;
-  int64_t tensors = 0;
+  int64_t records = 0;          // tensor rows written in this step
   std::vector<std::string> overwritten;  // entries written more than once since the last step
 };
 

@@ -31,12 +31,13 @@ struct Instance {
 
 }  // namespace
 
-std::vector<CallRecord> assemble_calls(const CallRegistry& registry, std::vector<ExecutedRow> rows) {
+std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<ExecutedRow> rows) {
   std::map<RunKey, When> run_start;
   std::map<InstanceKey, Instance> instances;
   for (ExecutedRow& r : rows) {
     const Site* s = registry.site(r.site);
-    if (s == nullptr || r.index < 0 || r.index >= static_cast<int64_t>(s->layout.places.size())) continue;
+    if (s == nullptr || !s->layout || r.index < 0 || r.index >= static_cast<int64_t>(s->layout->places.size()))
+      continue;
     const Call* c = registry.call(s->call);
     if (c == nullptr) continue;
     auto [it, fresh] = run_start.try_emplace(run_of(*s, r.site, r.captured, r.instance), r.when);
@@ -87,7 +88,7 @@ std::vector<CallRecord> assemble_calls(const CallRegistry& registry, std::vector
       return std::make_pair(ao, a->index) < std::make_pair(bo, b->index);
     });
     for (ExecutedRow* r : inst->rows) {
-      const PartLayout& layout = registry.site(r->site)->layout;
+      const PartLayout& layout = *registry.site(r->site)->layout;
       const size_t i = static_cast<size_t>(r->index);
       TensorRow t = std::move(r->row);
       t.place = layout.places[i];
@@ -96,8 +97,8 @@ std::vector<CallRecord> assemble_calls(const CallRegistry& registry, std::vector
       rec.tensors.push_back(std::move(t));
     }
     for (int64_t site_id : {inst->call->input_site, inst->call->output_site})
-      if (const Site* s = registry.site(site_id); s != nullptr && registry.is_current(*s))
-        rec.leaves.insert(rec.leaves.end(), s->layout.leaves.begin(), s->layout.leaves.end());
+      if (const Site* s = registry.site(site_id); s != nullptr && s->layout && registry.is_current(*s))
+        rec.leaves.insert(rec.leaves.end(), s->layout->leaves.begin(), s->layout->leaves.end());
     calls.push_back(std::move(rec));
   }
   return calls;

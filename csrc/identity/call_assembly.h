@@ -35,7 +35,7 @@ struct ExecutedRow {
   TensorRow row;  // statistics; place, order and requires_grad come from the site
 };
 
-// Rows whose site the registry does not hold are left out.
-std::vector<CallRecord> assemble_calls(const CallRegistry& registry, std::vector<ExecutedRow> rows);
+// Rows whose site the table does not hold (or does not describe) are left out.
+std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<ExecutedRow> rows);
 
 }  // namespace graphprobe

@@ -4,12 +4,12 @@
 
 namespace graphprobe {
 
-const Site* CallRegistry::site(int64_t id) const {
+const Site* CallTable::site(int64_t id) const {
   const int64_t i = id - site_base_;
   return i >= 0 && i < static_cast<int64_t>(sites_.size()) ? &sites_[static_cast<size_t>(i)] : nullptr;
 }
 
-const Call* CallRegistry::call(int64_t id) const {
+const Call* CallTable::call(int64_t id) const {
   const int64_t i = id - call_base_;
   return i >= 0 && i < static_cast<int64_t>(calls_.size()) ? &calls_[static_cast<size_t>(i)] : nullptr;
 }
@@ -65,7 +65,7 @@ int64_t CallRegistry::open(PartLayout layout, InsertMode mode, int64_t program) 
     calls_[static_cast<size_t>(call_id - call_base_)].input_site = site_id;
   }
   Site& s = sites_[static_cast<size_t>(site_id - site_base_)];
-  s.layout = std::move(layout);
+  s.layout = std::make_shared<const PartLayout>(std::move(layout));
   s.step = step_;
   open_[entry].push_back(call_id);
   return site_id;
@@ -93,7 +93,7 @@ int64_t CallRegistry::close(PartLayout layout, InsertMode mode, int64_t program)
     site_id = call(call_id)->output_site;
   }
   Site& s = sites_[static_cast<size_t>(site_id - site_base_)];
-  s.layout = std::move(layout);
+  s.layout = std::make_shared<const PartLayout>(std::move(layout));
   s.step = step_;
   return site_id;
 }

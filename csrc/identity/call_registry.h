@@ -18,6 +18,7 @@
 // per entry), which is program order at trace time and at run time alike.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,7 +46,10 @@ struct Site {
   int64_t program = 0;   // static sites: the trace or capture they belong to
   int64_t position = 0;  // static sites: insertion order, which is program order
   int64_t step = 0;      // eager sites: the step whose call last described them
-  PartLayout layout;
+  // Null until a part describes the site. Shared and never changed in place
+  // (a re-described eager site gets a new one), so that a CallTable copied
+  // at the end of a step keeps describing that step.
+  std::shared_ptr<const PartLayout> layout;
 };
 
 struct Call {
@@ -54,7 +58,28 @@ struct Call {
   int64_t output_site = -1;
 };
 
-class CallRegistry {
+// The sites and calls, and the current step: what the call assembly reads.
+// A copy costs a reference count per site, so step() can hand one to the
+// writer thread, which names the step's calls while the next step's hooks
+// already re-describe eager sites in the registry.
+class CallTable {
+ public:
+  // nullptr for an id this table does not hold (cleared, or never made).
+  const Site* site(int64_t id) const;
+  const Call* call(int64_t id) const;
+  // Whether the site describes a call of the current step (static sites
+  // always do; an eager site only once its call ran in this step).
+  bool is_current(const Site& s) const { return s.is_static || s.step == step_; }
+
+ protected:
+  int64_t site_base_ = 0;  // id of sites_[0]
+  int64_t call_base_ = 0;  // id of calls_[0]
+  std::vector<Site> sites_;
+  std::vector<Call> calls_;
+  int64_t step_ = 0;
+};
+
+class CallRegistry : public CallTable {
  public:
   // The input part of a new call; returns its site.
   int64_t open(PartLayout layout, InsertMode mode, int64_t program);
@@ -73,24 +98,15 @@ class CallRegistry {
   // code compiled under an earlier dumper can be recognised and ignored.
   void clear();
 
-  // nullptr for an id this registry does not hold (cleared, or never made).
-  const Site* site(int64_t id) const;
-  const Call* call(int64_t id) const;
-  // Whether the site describes a call of the current step (static sites
-  // always do; an eager site only once its call ran in this step).
-  bool is_current(const Site& s) const { return s.is_static || s.step == step_; }
+  // The table as it stands, for assembling this step elsewhere.
+  CallTable snapshot() const { return static_cast<const CallTable&>(*this); }
 
  private:
   int64_t new_call(const std::string& entry, bool is_static);
   int64_t new_site(int64_t call, bool is_output, bool is_static, int64_t program);
   int64_t eager_call(const std::string& entry);
 
-  int64_t site_base_ = 0;  // id of sites_[0]
-  int64_t call_base_ = 0;  // id of calls_[0]
-  std::vector<Site> sites_;
-  std::vector<Call> calls_;
   int64_t position_ = 0;
-  int64_t step_ = 0;
   int64_t programs_ = 0;
   std::unordered_map<uint64_t, int64_t> capture_programs_;
   std::unordered_map<std::string, std::vector<int64_t>> open_;         // entry -> open calls, innermost last

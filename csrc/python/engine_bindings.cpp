@@ -117,8 +117,7 @@ void bind_engine(py::module_& m) {
         summary["dropped"] = r.dropped;
         summary["written"] = r.written;
         summary["write_seq"] = r.write_seq;
-        summary["entries"] = r.entries;
-        summary["tensors"] = r.tensors;
+        summary["records"] = r.records;
         summary["overwritten"] = r.overwritten;
         return summary;
       },

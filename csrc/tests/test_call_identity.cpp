@@ -215,6 +215,38 @@ void leaves_come_from_both_parts() {
   CHECK(calls[0].leaves.empty());
 }
 
+// step() hands a snapshot of the table to the writer thread, which names the
+// step's calls while the next step's hooks already re-describe the same eager
+// sites: the snapshot must keep describing the step it was taken at.
+void a_snapshot_keeps_its_step() {
+  CallRegistry reg;
+  PartLayout in = part(kChild, "input_args", 2);
+  graphprobe::Leaf dim;
+  dim.place = {"input_args", "2"};
+  dim.type = "int";
+  dim.kind = graphprobe::Leaf::Kind::kInt;
+  dim.text = "7";
+  in.leaves.push_back(dim);
+  const int64_t s_in = reg.open(in, InsertMode::kEager, 0);
+  const int64_t s_out = reg.close(part(kChild, "output", 1), InsertMode::kEager, 0);
+  const graphprobe::CallTable snap = reg.snapshot();
+  reg.end_step();
+  // Next step: one input tensor, no leaf, and a new kwargs output layout.
+  CHECK(reg.open(part(kChild, "input_args", 1), InsertMode::kEager, 0) == s_in);
+  CHECK(reg.close(part(kChild, "output_kwargs", 1), InsertMode::kEager, 0) == s_out);
+  const auto calls = assemble_calls(snap, {probe(s_in, 0, 0), probe(s_in, 1, 1), probe(s_out, 0, 2)});
+  CHECK(names(calls) == (std::vector<std::string>{"Module.blk.fc.Linear.forward.0"}));
+  CHECK_EQ(calls[0].tensors.size(), size_t{3});  // index 1 exists only in the snapshot's layout
+  CHECK(calls[0].tensors[2].place == (graphprobe::Place{"output", "0"}));
+  CHECK_EQ(calls[0].leaves.size(), size_t{1});
+  CHECK_EQ(calls[0].leaves[0].text, std::string("7"));
+  // The live registry describes the new step.
+  const auto live = assemble_calls(reg, {probe(s_in, 0, 0), probe(s_in, 1, 1), probe(s_out, 0, 2)});
+  CHECK_EQ(live[0].tensors.size(), size_t{2});
+  CHECK(live[0].tensors[1].place == (graphprobe::Place{"output_kwargs", "0"}));
+  CHECK(live[0].leaves.empty());
+}
+
 void run() {
   eager_calls_follow_execution();
   static_calls_ignore_the_schedule();
@@ -225,6 +257,7 @@ void run() {
   mixed_halves_and_orphans();
   cleared_ids_are_never_reused();
   leaves_come_from_both_parts();
+  a_snapshot_keeps_its_step();
 }
 
 }  // namespace

@@ -332,7 +332,7 @@ class AclGraphDumper:
             )
 
     def _warn_if_nothing_recorded(self, summary: dict[str, Any]) -> None:
-        if self._warned_empty or summary.get("entries", 0) or not self._wiring:
+        if self._warned_empty or summary.get("records", 0) or not self._wiring:
             return
         self._warned_empty = True
         keywords = self.config.keywords

@@ -1,0 +1,51 @@
+#include "engine/collected_step.h"
+
+#include <utility>
+
+#include "engine/engine.h"
+#include "identity/call_assembly.h"
+
+namespace graphprobe {
+
+bool CollectedStep::overwritten() const {
+  for (const WrittenRow& w : rows)
+    if (w.row.v[kWrites] > 1) return true;
+  return false;
+}
+
+size_t CollectedStep::bytes() const {
+  size_t n = sizeof(CollectedStep) + rows.capacity() * sizeof(WrittenRow);
+  for (const WrittenRow& w : rows) n += w.shape.capacity() * sizeof(int64_t);
+  // Sites share their layouts with the registry; calls own their names.
+  return n + 64 * sizeof(Site) + rows.size() * (sizeof(Site) + sizeof(Call) + 64);
+}
+
+std::vector<CallRecord> name_calls(CollectedStep step) {
+  std::vector<ExecutedRow> executed;
+  executed.reserve(step.rows.size());
+  for (WrittenRow& w : step.rows) {
+    const Row& r = w.row;
+    ExecutedRow& e = executed.emplace_back();
+    e.site = w.site;
+    e.index = w.index;
+    e.captured = w.captured;
+    e.instance = w.instance;
+    // Devices are ordered by index, rows within a device by sequence number.
+    e.when = {w.device_order, r.v[kSeq]};
+    TensorRow& t = e.row;
+    t.dtype = dtype_name(w.dtype);
+    t.shape = std::move(w.shape);
+    t.kind = value_kind(w.dtype);
+    t.numel = w.numel;
+    t.max = r.v[kMax];
+    t.min = r.v[kMin];
+    t.sum = r.v[kSum];
+    t.sumsq = r.v[kSumSq];
+    t.nan_count = static_cast<int64_t>(r.v[kNanCount]);
+    t.writes = static_cast<int64_t>(r.v[kWrites]);
+    t.slot = w.slot;
+  }
+  return assemble_calls(step.table, std::move(executed));
+}
+
+}  // namespace graphprobe
