@@ -138,10 +138,14 @@ def run_model(name: str, plan: Plan, device: torch.device, workdir: str, log: Ca
             # the difference of two medians taken from different rounds.
             entry.update(baseline=base_name, ratio=med, ratio_q1=q1, ratio_q3=q3,
                          overhead_s=(med - 1.0) * timed[base_name].median)
-    for vname, variant in built.items():
-        entry = result["variants"][vname]
-        entry["peak_mem_bytes"] = measure.peak_memory(variant.step, plan.memory_steps, device)
-        entry["records"], entry["bytes"] = variant.count()
+    measure.malloc_for_memory()
+    try:
+        for vname, variant in built.items():
+            entry = result["variants"][vname]
+            entry["peak_mem_bytes"] = measure.peak_memory(variant.step, plan.memory_steps, device)
+            entry["records"], entry["bytes"] = variant.count()
+    finally:
+        measure.malloc_for_timing()
     for variant in built.values():
         try:
             variant.close()
@@ -156,13 +160,13 @@ def run(plan: Plan, device: torch.device, log: Callable[[str], None] = print) ->
     from benchmarks import report
 
     _configure_dynamo()
-    freed = measure.return_freed_memory()
+    freed = measure.malloc_for_timing()
     started = time.time()
     sharing = report.cpu_sharing()
     facts = report.machine_facts(device)
     log(f"benchmark {plan.name} on {facts['device']} ({facts['cpu']}, {facts['threads']} threads)")
     workdir = tempfile.mkdtemp(prefix="graphprobe-bench-")
-    results: dict[str, Any] = {"plan": plan.name, "facts": facts, "models": [], "malloc_returns_freed": freed}
+    results: dict[str, Any] = {"plan": plan.name, "facts": facts, "models": [], "mallopt_available": freed}
     try:
         with torch.no_grad():
             log("read bandwidth ...")

@@ -16,8 +16,7 @@ bool CollectedStep::overwritten() const {
 size_t CollectedStep::bytes() const {
   size_t n = sizeof(CollectedStep) + rows.capacity() * sizeof(WrittenRow);
   for (const WrittenRow& w : rows) n += w.shape.capacity() * sizeof(int64_t);
-  // Sites share their layouts with the registry; calls own their names.
-  return n + 64 * sizeof(Site) + rows.size() * (sizeof(Site) + sizeof(Call) + 64);
+  return n + table.copy_bytes();
 }
 
 std::vector<CallRecord> name_calls(CollectedStep step) {

@@ -14,6 +14,12 @@ const Call* CallTable::call(int64_t id) const {
   return i >= 0 && i < static_cast<int64_t>(calls_.size()) ? &calls_[static_cast<size_t>(i)] : nullptr;
 }
 
+size_t CallTable::copy_bytes() const {
+  size_t n = sites_.capacity() * sizeof(Site) + calls_.capacity() * sizeof(Call);
+  for (const Call& c : calls_) n += c.entry.capacity();
+  return n;
+}
+
 int64_t CallRegistry::new_call(const std::string& entry, bool is_static) {
   calls_.push_back(Call{entry, -1, -1});
   const int64_t id = call_base_ + static_cast<int64_t>(calls_.size()) - 1;

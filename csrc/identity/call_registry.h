@@ -17,6 +17,7 @@
 // A part's close pairs with the latest open call of the same entry (a stack
 // per entry), which is program order at trace time and at run time alike.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,6 +71,8 @@ class CallTable {
   // Whether the site describes a call of the current step (static sites
   // always do; an eager site only once its call ran in this step).
   bool is_current(const Site& s) const { return s.is_static || s.step == step_; }
+  // Host memory a copy holds of its own (the layouts are shared).
+  size_t copy_bytes() const;
 
  protected:
   int64_t site_base_ = 0;  // id of sites_[0]
