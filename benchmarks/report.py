@@ -416,12 +416,17 @@ that barrier where inductor generates the loop that makes the tensor; weights, i
 keep the opaque kernel, which reads a stored tensor faster than a generated reduction. Lowered that way,
 with max/min in float32 and a vectorised NaN test, they went from 1.45x to within a few percent of the
 opaque probes on transformer-l, but not below them: on a CPU the extra arithmetic per element in the
-producing loop costs about what re-reading the stored tensor does, so they stay off by default. On transformer-l the compiled+L0
-overhead is about one read of the recorded bytes (overhead/floor ~1.5), about 40 % of which are the weights
-of the `parameters` part: the
-#16 goal of 1.05x compiled would need less than one read, which only fusion into the producers could give.
-Strided inputs are read in place (the transposed row of the micro-benchmark). The "hooks" goal cannot be met
-on a CPU: a host read there is no device synchronisation, so the hook-and-`.item()` way costs little more
+producing loop costs about what re-reading the stored tensor does, so they stay off by default.
+Steps are timed with glibc's steady-state malloc (blocks up to 32 MiB reused from the heap). Runs before
+2026-11-30 15:00 UTC timed them under the memory measurement's 64 KiB mmap threshold, which made every
+large buffer an mmap with fresh page faults: it slowed the compiled transformer-l by about a quarter and
+charged the extra buffers that opaque probes materialise to recording (compiled+L0 read 1.13x there,
+1.04-1.06x since). What remains is the probes' reads (overhead/floor below 1 on transformer-l: a probe
+reads what its producer has just written, partly from cache), about 40 % of them the weights of the
+`parameters` part, plus a few microseconds per probe call and dynamo's guards on the module hooks.
+Strided inputs are read in place (the transposed row of the micro-benchmark). On a CPU the "hooks"
+comparison is the weakest case for us: a host read there is no device synchronisation, so the
+hook-and-`.item()` way costs little more
 than its four vectorised reductions; it is judged on a GPU, where each read stalls the device."""
 
 
