@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "check.h"
@@ -61,6 +62,20 @@ std::vector<int64_t> wire_block(CallRegistry& reg, InsertMode mode, int64_t prog
   }
   sites.push_back(reg.close(part(kParent, "output", 1), mode, program));
   return sites;
+}
+
+// One eager call of kChild: `tensors` input tensors then an int argument
+// (`digits`), one output tensor. Returns its input and output sites.
+std::pair<int64_t, int64_t> child_with_int_arg(CallRegistry& reg, int tensors, const std::string& digits) {
+  PartLayout in = part(kChild, "input_args", tensors);
+  graphprobe::Leaf arg;
+  arg.place = {"input_args", std::to_string(tensors)};
+  arg.type = "int";
+  arg.kind = graphprobe::Leaf::Kind::kInt;
+  arg.text = digits;
+  in.leaves.push_back(arg);
+  const int64_t s_in = reg.open(in, InsertMode::kEager, 0);
+  return {s_in, reg.close(part(kChild, "output", 1), InsertMode::kEager, 0)};
 }
 
 const std::vector<std::string> kBlockOrder = {"Module.blk.fc.Linear.forward.0", "Module.blk.fc.Linear.forward.1",
@@ -194,15 +209,7 @@ void cleared_ids_are_never_reused() {
 
 void leaves_come_from_both_parts() {
   CallRegistry reg;
-  PartLayout in = part(kChild, "input_args", 1);
-  graphprobe::Leaf dim;
-  dim.place = {"input_args", "1"};
-  dim.type = "int";
-  dim.kind = graphprobe::Leaf::Kind::kInt;
-  dim.text = "-1";
-  in.leaves.push_back(dim);
-  const int64_t s_in = reg.open(in, InsertMode::kEager, 0);
-  const int64_t s_out = reg.close(part(kChild, "output", 1), InsertMode::kEager, 0);
+  const auto [s_in, s_out] = child_with_int_arg(reg, 1, "-1");
   auto calls = assemble_calls(reg, {probe(s_in, 0, 0), probe(s_out, 0, 1)});
   CHECK_EQ(calls.size(), size_t{1});
   CHECK_EQ(calls[0].leaves.size(), size_t{1});
@@ -220,15 +227,7 @@ void leaves_come_from_both_parts() {
 // sites: the snapshot must keep describing the step it was taken at.
 void a_snapshot_keeps_its_step() {
   CallRegistry reg;
-  PartLayout in = part(kChild, "input_args", 2);
-  graphprobe::Leaf dim;
-  dim.place = {"input_args", "2"};
-  dim.type = "int";
-  dim.kind = graphprobe::Leaf::Kind::kInt;
-  dim.text = "7";
-  in.leaves.push_back(dim);
-  const int64_t s_in = reg.open(in, InsertMode::kEager, 0);
-  const int64_t s_out = reg.close(part(kChild, "output", 1), InsertMode::kEager, 0);
+  const auto [s_in, s_out] = child_with_int_arg(reg, 2, "7");
   const graphprobe::CallTable snap = reg.snapshot();
   reg.end_step();
   // Next step: one input tensor, no leaf, and a new kwargs output layout.
