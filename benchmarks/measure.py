@@ -6,7 +6,8 @@ that one measurement lasts about ``target_s``) and the round's time per step
 is kept. Rounds visit the variants in a rotated order, so slow drift of a
 shared machine (other jobs starting, frequency changes) reaches all variants
 alike. Ratios are taken within a round (variant / its baseline in the same
-round) and the median over rounds is reported.
+round) and the median over rounds is reported. Python's garbage collector is
+off while steps are timed; it runs once before each round.
 
 Memory. On the CPU, the peak resident set size while a variant's steps run
 (``VmHWM`` after resetting it through ``/proc/self/clear_refs``) minus the
@@ -108,7 +109,10 @@ class Timed:
 
 
 def _run(step: Callable[[], None], n: int, sync: Callable[[], None]) -> float:
-    gc.collect()
+    # No collection can land in the timed steps; the garbage is collected
+    # once per round (interleaved), because after compiling the large models
+    # a full collection takes about 0.3 s, which per measurement was a third
+    # of the suite's wall time.
     gc.disable()
     try:
         sync()
@@ -138,9 +142,11 @@ def interleaved(
 ) -> dict[str, Timed]:
     """Times every step function over ``repeats`` rounds, rotating the order."""
     names = list(steps)
+    gc.collect()
     timed = {name: Timed(name, calibrate(steps[name], target_s, sync)) for name in names}
     for r in range(repeats):
         order = names[r % len(names):] + names[: r % len(names)]
+        gc.collect()
         for name in order:
             timed[name].per_step.append(_run(steps[name], timed[name].steps_per_round, sync))
         progress(f"round {r + 1}/{repeats}")
