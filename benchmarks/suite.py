@@ -55,7 +55,9 @@ def plan_for(mode: str, device: torch.device) -> Plan:
         return Plan("quick", ("transformer-s", "mlp"), repeats=5, target_s=0.06, warmup=2,
                     memory_steps=2, bandwidth_bytes=(1 << 30) if gpu else (128 << 20), bandwidth_repeats=5,
                     kernel_sizes=(16, 4096, 1 << 18, 1 << 21, 1 << 23) if gpu else (16, 4096, 1 << 18, 1 << 21, 1 << 23),
-                    kernel_dtypes=(torch.float32, torch.bfloat16), kernel_repeats=3, kernel_target_s=0.01)
+                    kernel_dtypes=(torch.float32, torch.bfloat16), kernel_repeats=3, kernel_target_s=0.01,
+                    # The GPU check's only benchmark: it must show the Triton fused path too.
+                    fused_models=("transformer-s",) if gpu else ())
     return Plan("full", ("transformer-s", "transformer-m", "transformer-l", "mlp"), repeats=9, target_s=0.2,
                 warmup=3, memory_steps=3, bandwidth_bytes=(2 << 30) if gpu else (256 << 20), bandwidth_repeats=9,
                 kernel_sizes=(16, 1024, 16384, 1 << 18, 1 << 20, 1 << 22, 1 << 24) + ((1 << 26,) if gpu else ()),
