@@ -15,7 +15,7 @@ bool CollectedStep::overwritten() const {
 
 size_t CollectedStep::bytes() const {
   size_t n = sizeof(CollectedStep) + rows.capacity() * sizeof(WrittenRow);
-  for (const WrittenRow& w : rows) n += w.shape.capacity() * sizeof(int64_t);
+  for (const WrittenRow& w : rows) n += w.slot.shape.capacity() * sizeof(int64_t);
   return n + table.copy_bytes();
 }
 
@@ -24,25 +24,26 @@ std::vector<CallRecord> name_calls(CollectedStep step) {
   executed.reserve(step.rows.size());
   for (WrittenRow& w : step.rows) {
     const Row& r = w.row;
+    Slot& s = w.slot;
     ExecutedRow& e = executed.emplace_back();
-    e.site = w.site;
-    e.index = w.index;
-    e.captured = w.captured;
-    e.instance = w.instance;
+    e.site = s.site;
+    e.index = s.index;
+    e.captured = s.captured;
+    e.instance = s.instance;
     // Devices are ordered by index, rows within a device by sequence number.
     e.when = {w.device_order, r.v[kSeq]};
     TensorRow& t = e.row;
-    t.dtype = dtype_name(w.dtype);
-    t.shape = std::move(w.shape);
-    t.kind = value_kind(w.dtype);
-    t.numel = w.numel;
+    t.dtype = dtype_name(s.dtype);
+    t.shape = std::move(s.shape);
+    t.kind = value_kind(s.dtype);
+    t.numel = s.numel;
     t.max = r.v[kMax];
     t.min = r.v[kMin];
     t.sum = r.v[kSum];
     t.sumsq = r.v[kSumSq];
     t.nan_count = static_cast<int64_t>(r.v[kNanCount]);
     t.writes = static_cast<int64_t>(r.v[kWrites]);
-    t.slot = w.slot;
+    t.slot = w.slot_id;
   }
   return assemble_calls(step.table, std::move(executed));
 }

@@ -7,30 +7,23 @@
 // into named, ordered calls (name_calls) is most of a step's host work and
 // runs on the writer thread, off the training loop.
 
-#include <c10/core/ScalarType.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "engine/row.h"
+#include "engine/slot.h"
 #include "format/dump_json.h"
 #include "identity/call_registry.h"
 
 namespace graphprobe {
 
-// A row written in the step, and the slot that wrote it.
+// A row written in the step, and (a copy of) the slot that wrote it.
 struct WrittenRow {
   Row row;
   double device_order = 0;  // devices in table order (CPU first)
-  int64_t slot = -1;
-  int64_t site = -1;
-  int64_t index = 0;
-  bool captured = false;
-  int64_t instance = 0;
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  int64_t numel = 0;
-  std::vector<int64_t> shape;
+  int64_t slot_id = -1;
+  Slot slot;
 };
 
 struct CollectedStep {

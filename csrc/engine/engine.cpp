@@ -232,8 +232,7 @@ void Engine::append_rows(std::vector<WrittenRow>& out, const std::vector<Row>& r
     const Row& r = rows[i];
     const int64_t id = row_slot[i];
     if (id < 0 || r.v[kStamp] != static_cast<double>(epoch_)) continue;
-    const Slot& s = slots_[static_cast<size_t>(id)];
-    out.push_back(WrittenRow{r, device_order, id, s.site, s.index, s.captured, s.instance, s.dtype, s.numel, s.shape});
+    out.push_back(WrittenRow{r, device_order, id, slots_[static_cast<size_t>(id)]});
   }
 }
 

@@ -26,6 +26,7 @@
 #include "engine/collected_step.h"
 #include "engine/device_table.h"
 #include "engine/row.h"
+#include "engine/slot.h"
 #include "format/dump_json.h"
 #include "identity/call_registry.h"
 
@@ -93,18 +94,6 @@ class Engine {
   void set_enabled(bool enabled);
 
  private:
-  struct Slot {
-    int64_t site = -1;
-    int64_t index = 0;
-    bool captured = false;
-    int64_t instance = 0;  // which execution of (site, index): in this step, or which capture
-    c10::Device device{c10::kCPU};
-    int64_t row = -1;
-    c10::ScalarType dtype = c10::ScalarType::Float;
-    std::vector<int64_t> shape;
-    int64_t numel = 0;
-  };
-
   void update_recording_locked() { gates_.back()->store(active_ && enabled_); }
 
   // Where one execution of a probe writes (on any device, CPU included);
