@@ -304,3 +304,37 @@ def test_module_records_carry_their_own_parameters(compiled, write_config, read_
             rec = params[key]
             assert rec["shape"] == list(tensor.shape) and rec["requires_grad"] is True
             assert_stats_close(rec, stats64(tensor), 1e-9, f"{name} {key}")
+
+
+def test_a_probed_pointwise_result_is_stored_once(write_config, read_step, tmp_path):
+    """GELU's result is the act module's output, the next Linear's input and
+    that Linear's matmul operand. With inductor's default layout rule for a
+    custom op every probe got a private copy of it, so the GELU loop stored
+    the same values three times; probes take any strides and must cost no
+    extra store (csrc/ops/schemas.cpp)."""
+    from torch._inductor.utils import run_and_get_code
+
+    from reference import stats64
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.GELU(), torch.nn.Linear(128, 32))
+    x = torch.randn(16, 32)
+
+    def stores(m: torch.nn.Module) -> int:
+        torch._dynamo.reset()
+        with torch.no_grad():
+            _, codes = run_and_get_code(torch.compile(m, backend="inductor", fullgraph=True), x)
+        return "\n".join(codes).count(".store(")
+
+    plain = stores(copy.deepcopy(model))
+    dumper = graphprobe.AclGraphDumper(write_config(level="L0"))
+    dumper.start(model)
+    wired = stores(model)
+    dumper.step()
+    dumper.stop()
+    assert plain >= 1 and wired == plain, f"generated code stores {wired} times with L0 probes, {plain} without"
+    with torch.no_grad():
+        act = torch.nn.functional.gelu(model[0](x).double())
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    assert_stats_close(data["Module.1.GELU.forward.0"]["output"][0], stats64(act), 1e-5, "GELU output")
+    assert_stats_close(data["Module.2.Linear.forward.0"]["input_args"][0], stats64(act), 1e-5, "Linear input")

@@ -17,7 +17,15 @@ TORCH_LIBRARY(graphprobe, m) {
   // Reduces x into a row of the engine's record table for the current step.
   // site: the call part registered when the probe was inserted
   // (csrc/identity); index: x's position among that part's tensors.
-  m.def("record_stats(Tensor x, int site, int index) -> ()", {at::Tag::nondeterministic_seeded});
+  //
+  // flexible_layout: the kernels read any strides, and inductor's default
+  // for a custom op (needs_exact_strides) gave every probe of a tensor not
+  // yet in memory (a fused pointwise result, e.g. a GELU probed as one
+  // module's output and the next one's input) a private copy of it: the
+  // producing loop stored the same values once per probe, and each probe
+  // read its own copy (tests/test_dump_l0.py::test_a_probed_pointwise_result_is_stored_once).
+  m.def("record_stats(Tensor x, int site, int index) -> ()",
+        {at::Tag::nondeterministic_seeded, at::Tag::flexible_layout});
   // The same probe, inserted by dynamo where the statistics may be fused
   // into compiled code (statistics task, fused statistics switched on). A
   // name of its own so that the choice is part of the traced graph, and so
@@ -26,6 +34,9 @@ TORCH_LIBRARY(graphprobe, m) {
   // (wiring/fused_stats.py), a constant in the graph so that code compiled
   // by an earlier lowering is never reused from those caches. Its kernels
   // are record_stats's: only inductor's lowering differs.
+  // It keeps inductor's default layout rule: its lowering
+  // (wiring/fused_stats.py) fuses the reductions into the loop that
+  // realises x under that rule, the form its tests and benchmarks measured.
   m.def("record_stats_fusable(Tensor x, int site, int index, int form) -> ()", {at::Tag::nondeterministic_seeded});
   // What record_stats_fusable becomes inside inductor's code (wiring/fused_stats.py):
   // the reductions are ordinary graph ops fused into the producer of the

@@ -329,6 +329,49 @@ def fused_stats_triton(tmp: str) -> None:
                     assert abs(got[key] - ref) <= rtol * scale, (dtype, mode, name, key, got[key], ref)
 
 
+@case
+def padded_probe_inductor(tmp: str) -> None:
+    """The probes take any layout (flexible_layout, csrc/ops/schemas.cpp), so
+    inductor may pad a probed intermediate's rows (1100 float32 -> a stride
+    of 1120): statistics still equal a float64 reference, in default mode
+    and under cudagraph trees, with no cudagraph skip."""
+    torch = _torch()
+    import graphprobe
+    from torch._dynamo.utils import counters
+    from dtype_sweep import read_step, write_config
+
+    class Pad(torch.nn.Module):
+        def forward(self, a):
+            return torch.relu(torch.sin(a) * 2.0) @ torch.ones(1100, 8, device=a.device)
+
+    for mode in ("default", "reduce-overhead"):
+        folder = os.path.join(tmp, mode)
+        os.makedirs(folder)
+        torch.manual_seed(0)
+        a = torch.randn(256, 1100, device="cuda")
+        model = Pad()
+        dumper = graphprobe.AclGraphDumper(write_config(folder, level="L1"))
+        dumper.start(model)
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(model, mode=mode, fullgraph=True)
+        with torch.no_grad():
+            for _ in range(3):
+                compiled(a)
+            dumper.step(dump=False)
+            compiled(a)
+        dumper.step()
+        dumper.stop()
+        assert not counters["inductor"].get("cudagraph_skips"), (mode, dict(counters["inductor"]))
+        data = read_step(os.path.join(folder, "dump"), 0)["data"]
+        sin2 = torch.sin(a.double()) * 2.0
+        for name, want in (("Tensor.__mul__.0.forward", sin2), ("Torch.relu.0.forward", torch.relu(sin2))):
+            got = data[name]["output"][0]
+            for key, ref in (("Max", want.max().item()), ("Min", want.min().item()),
+                             ("Mean", want.mean().item()), ("Norm", want.norm().item())):
+                assert abs(got[key] - ref) <= 1e-5 * max(abs(ref), 1.0), (mode, name, key, got[key], ref)
+
+
 def _record_list(data: dict) -> list:
     out = []
     for name, rec in data.items():
@@ -527,7 +570,8 @@ def used_devices_only(tmp: str) -> str | None:
 
 # Cheapest first (the torch.compile cases last): when time runs out, the
 # cases not started are the costly ones.
-_COMPILE_CASES = ("reduce_overhead_records_once", "record_lists_agree", "fused_stats_triton")
+_COMPILE_CASES = ("reduce_overhead_records_once", "record_lists_agree", "padded_probe_inductor",
+                  "fused_stats_triton")
 CASES = {k: v for k, v in CASES.items() if k not in _COMPILE_CASES} | {k: CASES[k] for k in _COMPILE_CASES}
 
 # ----------------------------------------------------------------- driver
