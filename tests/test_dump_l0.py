@@ -320,21 +320,59 @@ def test_a_probed_pointwise_result_is_stored_once(write_config, read_step, tmp_p
     model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.GELU(), torch.nn.Linear(128, 32))
     x = torch.randn(16, 32)
 
-    def stores(m: torch.nn.Module) -> int:
+    def compiled_code(m: torch.nn.Module) -> str:
         torch._dynamo.reset()
         with torch.no_grad():
             _, codes = run_and_get_code(torch.compile(m, backend="inductor", fullgraph=True), x)
-        return "\n".join(codes).count(".store(")
+        return "\n".join(codes)
 
-    plain = stores(copy.deepcopy(model))
+    plain = compiled_code(copy.deepcopy(model)).count(".store(")
     dumper = graphprobe.AclGraphDumper(write_config(level="L0"))
     dumper.start(model)
-    wired = stores(model)
+    code = compiled_code(model)
+    wired, mirrors = code.count(".store("), code.count("graphprobe.record_mirror.default(")
     dumper.step()
     dumper.stop()
     assert plain >= 1 and wired == plain, f"generated code stores {wired} times with L0 probes, {plain} without"
+    # GELU's input is the first Linear's output, the second Linear's input is
+    # GELU's output: each value is read once (wiring/shared_probes.py).
+    assert mirrors == 2, f"{mirrors} record_mirror calls, want 2 (each module's output is the next one's input)"
     with torch.no_grad():
         act = torch.nn.functional.gelu(model[0](x).double())
     data = read_step(str(tmp_path / "dump"), 0)["data"]
     assert_stats_close(data["Module.1.GELU.forward.0"]["output"][0], stats64(act), 1e-5, "GELU output")
     assert_stats_close(data["Module.2.Linear.forward.0"]["input_args"][0], stats64(act), 1e-5, "Linear input")
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_in_place_update_between_two_probes_is_seen_by_the_second(backend, write_config, read_step, tmp_path):
+    """A module's output changed in place before the next module reads it:
+    inductor's graph holds two values there, so the second probe reads its
+    own (no record_mirror): each record has its own float64 reference."""
+    from reference import stats64
+
+    class Shift(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Linear(8, 8)
+            self.b = torch.nn.Tanh()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.a(x)
+            y.mul_(3.0).add_(1.0)
+            return self.b(y)
+
+    torch.manual_seed(0)
+    model, x = Shift(), torch.randn(4, 8)
+    with torch.no_grad():
+        before = torch.nn.functional.linear(x.double(), model.a.weight.double(), model.a.bias.double())
+    dumper = graphprobe.AclGraphDumper(write_config(level="L0"))
+    dumper.start(model)
+    runner = model if backend == "eager" else torch.compile(model, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        runner(x)
+    dumper.step()
+    dumper.stop()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    assert_stats_close(data["Module.a.Linear.forward.0"]["output"][0], stats64(before), 1e-5, "a's output")
+    assert_stats_close(data["Module.b.Tanh.forward.0"]["input_args"][0], stats64(before * 3 + 1), 1e-5, "b's input")

@@ -106,3 +106,27 @@ def test_tensor_task_with_switch_and_discarded_steps(write_config, tmp_path):
         ]
         x = torch.load(root / f"step{step}" / proc / "dump_tensor_data" / files[0])
         assert torch.equal(x, torch.full((1, 3), float(step)))
+
+
+def test_inductor_saves_a_tensor_probed_twice_under_both_records(write_config, tmp_path):
+    """In inductor's code the second probe of a value is a record_mirror
+    (wiring/shared_probes.py); the tensor task still needs a file per record."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        hidden = torch.relu(model[0](x))
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor"))
+    dumper.start(model)
+    with torch.no_grad():
+        _, codes = run_and_get_code(torch.compile(model, backend="inductor", fullgraph=True), x)
+    dumper.step()
+    dumper.stop()
+    assert "graphprobe.record_mirror.default(" in "\n".join(codes)
+    (proc,) = os.listdir(tmp_path / "dump" / "step0")
+    folder = tmp_path / "dump" / "step0" / proc / "dump_tensor_data"
+    for name in ("Module.1.ReLU.forward.0.output.0.pt", "Module.2.Linear.forward.0.input.0.pt"):
+        got = torch.load(folder / name)
+        torch.testing.assert_close(got, hidden, rtol=1e-6, atol=1e-6, msg=name)

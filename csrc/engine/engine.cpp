@@ -181,7 +181,9 @@ Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, in
   if (!admits_locked(site, index, capturing)) return target;
   const int64_t id = slot_for(t.device(), site, index, capturing);
   if (id < 0) {
-    ++dropped_;
+    // Its mirrors (known so far) are lost with it.
+    const auto mirrored = mirrors_.find(probe_key(site, index));
+    dropped_ += 1 + (mirrored == mirrors_.end() ? 0 : static_cast<int64_t>(mirrored->second.size()));
     return target;
   }
   Slot& s = slots_[static_cast<size_t>(id)];
@@ -205,6 +207,24 @@ void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   // captured save checks the live switch on every replay; a non-captured one
   // got here only while recording.
   if (target.staged) writer::save_tensor(x, writer::SaveTarget{*target.staged, /*numbered=*/false, target.gate});
+}
+
+void Engine::record_mirror(const at::Tensor& x, int64_t site, int64_t index, int64_t source_site,
+                           int64_t source_index) {
+  (void)runtime::runtime_for(x.device().type());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!staging_) {
+      // Registered whatever the switch: a graph captured while off replays
+      // without this call once switched on.
+      if (!active_ || registry_.site(site) == nullptr || registry_.site(source_site) == nullptr) return;
+      auto& list = mirrors_[probe_key(source_site, source_index)];
+      const std::pair<int64_t, int64_t> mirror{site, index};
+      if (std::find(list.begin(), list.end(), mirror) == list.end()) list.push_back(mirror);
+      return;
+    }
+  }
+  record(x, site, index);
 }
 
 void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index, c10::ScalarType dtype,
@@ -232,7 +252,17 @@ void Engine::append_rows(std::vector<WrittenRow>& out, const std::vector<Row>& r
     const Row& r = rows[i];
     const int64_t id = row_slot[i];
     if (id < 0 || r.v[kStamp] != static_cast<double>(epoch_)) continue;
-    out.push_back(WrittenRow{r, device_order, id, slots_[static_cast<size_t>(id)]});
+    const Slot& slot = slots_[static_cast<size_t>(id)];
+    out.push_back(WrittenRow{r, device_order, id, slot});
+    if (mirrors_.empty()) continue;
+    const auto it = mirrors_.find(probe_key(slot.site, slot.index));
+    if (it == mirrors_.end()) continue;
+    for (const auto& [site, index] : it->second) {
+      WrittenRow copy = out.back();
+      copy.slot.site = site;
+      copy.slot.index = index;
+      out.push_back(std::move(copy));
+    }
   }
 }
 
@@ -263,6 +293,7 @@ void Engine::reset() {
   eager_slots_.clear();
   eager_seen_.clear();
   captured_seen_.clear();
+  mirrors_.clear();
   for (auto& kv : tables_) {
     Table& t = kv.second;
     if (t.rows->forget_rows()) t.row_slot.clear();

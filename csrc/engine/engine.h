@@ -53,6 +53,15 @@ class Engine {
   // this engine does not know (wired by a dumper that was stopped) is ignored.
   void record(const at::Tensor& x, int64_t site, int64_t index);
 
+  // Tensor `index` of `site` is, in the compiled graph that calls this, the
+  // same value as tensor `source_index` of `source_site` (graphprobe::
+  // record_mirror): from now on each row collected for the source is also
+  // collected under (site, index), and x is not read. Kept until reset(),
+  // because under CUDA graphs this host call runs while warming up and
+  // capturing only, never on replay. In the tensor task x is recorded
+  // itself: every record needs its own tensor file.
+  void record_mirror(const at::Tensor& x, int64_t site, int64_t index, int64_t source_site, int64_t source_index);
+
   // Records statistics that compiled code computed itself, fused into the
   // kernels that produce the tensor (src/graphprobe/wiring/fused_stats.py):
   // `values` holds max, min, sum, sum of squares and NaN count as float64 on
@@ -142,6 +151,8 @@ class Engine {
   std::unordered_map<uint64_t, std::vector<int64_t>> eager_slots_;
   std::unordered_map<uint64_t, int64_t> eager_seen_;
   std::unordered_map<uint64_t, int64_t> captured_seen_;
+  // source probe key -> the (site, index) pairs that mirror it.
+  std::unordered_map<uint64_t, std::vector<std::pair<int64_t, int64_t>>> mirrors_;
   // One table per device, ordered by (type, index): CPU rows come first in a
   // step, then each accelerator's. row_slot: the slot of each row.
   struct Table {

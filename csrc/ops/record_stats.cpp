@@ -10,6 +10,11 @@ namespace {
 
 void record_stats(const at::Tensor& x, int64_t site, int64_t index) { Engine::get().record(x, site, index); }
 
+void record_mirror(const at::Tensor& x, int64_t site, int64_t index, int64_t source_site, int64_t source_index) {
+  Engine::get().record_mirror(x, site, index, source_site, source_index);
+}
+void record_mirror_nothing(const at::Tensor&, int64_t, int64_t, int64_t, int64_t) {}
+
 // Tracing (FakeTensor / meta) must not touch the record table.
 void record_stats_meta(const at::Tensor&, int64_t, int64_t) {}
 
@@ -26,6 +31,7 @@ namespace graphprobe {
 namespace {
 
 using ProbeKernel = void (*)(const at::Tensor&, int64_t, int64_t);
+using MirrorKernel = void (*)(const at::Tensor&, int64_t, int64_t, int64_t, int64_t);
 
 // record_stats_fusable runs the same kernels; its form only keys compile
 // caches (see schemas.cpp).
@@ -34,21 +40,22 @@ void fusable(const at::Tensor& x, int64_t site, int64_t index, int64_t /*form*/)
   kernel(x, site, index);
 }
 
-template <ProbeKernel kernel>
+template <ProbeKernel kernel, MirrorKernel mirror>
 void impl_probe_ops(torch::Library& m) {
   m.impl("record_stats", kernel);
   m.impl("record_stats_fusable", &fusable<kernel>);
+  m.impl("record_mirror", mirror);
 }
 
 }  // namespace
 }  // namespace graphprobe
 
-TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats>(m); }
-TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats, &graphprobe::record_mirror>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats, &graphprobe::record_mirror>(m); }
 // The NPU (torch_npu's device is PrivateUse1): statistics by aten ops
 // (engine/aten_table.cpp), once graphprobe._C_npu registered its runtime.
-TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats>(m); }
-TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats_meta>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats, &graphprobe::record_mirror>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats_meta, &graphprobe::record_mirror_nothing>(m); }
 TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) {
-  graphprobe::impl_probe_ops<&graphprobe::record_stats_batched>(m);
+  graphprobe::impl_probe_ops<&graphprobe::record_stats_batched, &graphprobe::record_mirror_nothing>(m);
 }

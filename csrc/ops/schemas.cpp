@@ -26,6 +26,14 @@ TORCH_LIBRARY(graphprobe, m) {
   // read its own copy (tests/test_dump_l0.py::test_a_probed_pointwise_result_is_stored_once).
   m.def("record_stats(Tensor x, int site, int index) -> ()",
         {at::Tag::nondeterministic_seeded, at::Tag::flexible_layout});
+  // A second probe of a tensor that another probe of the same compiled graph
+  // already reads (a module's output that is the next module's input).
+  // Inductor's lowering of record_stats emits it (wiring/shared_probes.py):
+  // the row of (site, index) is the row of (source_site, source_index) in
+  // every step, so x is not read again. x is passed so that the op runs on
+  // x's device and, in the tensor task, can still record x itself.
+  m.def("record_mirror(Tensor x, int site, int index, int source_site, int source_index) -> ()",
+        {at::Tag::nondeterministic_seeded, at::Tag::flexible_layout});
   // The same probe, inserted by dynamo where the statistics may be fused
   // into compiled code (statistics task, fused statistics switched on). A
   // name of its own so that the choice is part of the traced graph, and so

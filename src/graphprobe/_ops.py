@@ -24,10 +24,11 @@ from torch.fx.node import has_side_effect
 
 record_stats = torch.ops.graphprobe.record_stats.default
 record_stats_fusable = torch.ops.graphprobe.record_stats_fusable.default
+record_mirror = torch.ops.graphprobe.record_mirror.default
 record_values = torch.ops.graphprobe.record_values.default
 save = torch.ops.graphprobe.save.default
 
-for _op in (record_stats, record_stats_fusable, record_values, save):
+for _op in (record_stats, record_stats_fusable, record_mirror, record_values, save):
     has_side_effect(_op)
 
 # The NPU's runtime, when the program runs on torch_npu (never imported here).
@@ -35,4 +36,4 @@ from graphprobe import npu as _npu  # noqa: E402
 
 _npu.ensure_runtime()
 
-__all__ = ["record_stats", "record_stats_fusable", "record_values", "save", "_C"]
+__all__ = ["record_mirror", "record_stats", "record_stats_fusable", "record_values", "save", "_C"]

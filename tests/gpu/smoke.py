@@ -334,10 +334,12 @@ def padded_probe_inductor(tmp: str) -> None:
     """The probes take any layout (flexible_layout, csrc/ops/schemas.cpp), so
     inductor may pad a probed intermediate's rows (1100 float32 -> a stride
     of 1120): statistics still equal a float64 reference, in default mode
-    and under cudagraph trees, with no cudagraph skip."""
+    and under cudagraph trees, with no cudagraph skip; a second probe of one
+    value (record_mirror) is recorded on every replay too."""
     torch = _torch()
     import graphprobe
     from torch._dynamo.utils import counters
+    from torch._inductor.utils import run_and_get_code
     from dtype_sweep import read_step, write_config
 
     class Pad(torch.nn.Module):
@@ -356,17 +358,24 @@ def padded_probe_inductor(tmp: str) -> None:
         counters.clear()
         compiled = torch.compile(model, mode=mode, fullgraph=True)
         with torch.no_grad():
-            for _ in range(3):
+            _, codes = run_and_get_code(compiled, a)
+            for _ in range(2):
                 compiled(a)
             dumper.step(dump=False)
             compiled(a)
         dumper.step()
         dumper.stop()
         assert not counters["inductor"].get("cudagraph_skips"), (mode, dict(counters["inductor"]))
+        code = "\n".join(codes)
+        assert "graphprobe.record_mirror.default(" in code, mode
         data = read_step(os.path.join(folder, "dump"), 0)["data"]
         sin2 = torch.sin(a.double()) * 2.0
-        for name, want in (("Tensor.__mul__.0.forward", sin2), ("Torch.relu.0.forward", torch.relu(sin2))):
-            got = data[name]["output"][0]
+        # relu's input is mul's output again: a record_mirror (wiring/shared_probes.py)
+        # that must replay under cudagraph trees although its host call does not.
+        for name, part, want in (("Tensor.__mul__.0.forward", "output", sin2),
+                                 ("Torch.relu.0.forward", "input_args", sin2),
+                                 ("Torch.relu.0.forward", "output", torch.relu(sin2))):
+            got = data[name][part][0]
             for key, ref in (("Max", want.max().item()), ("Min", want.min().item()),
                              ("Mean", want.mean().item()), ("Norm", want.norm().item())):
                 assert abs(got[key] - ref) <= 1e-5 * max(abs(ref), 1.0), (mode, name, key, got[key], ref)
@@ -634,6 +643,11 @@ def main(argv: list[str] | None = None) -> int:
             faulthandler.dump_traceback_later(dump_after, exit=True)
         run_one(args.case)
         return 0
+    # Inductor's caches key on the traced graph, not on graphprobe's lowerings:
+    # a cache left by an earlier build would hand back code this tree no
+    # longer generates (tests/conftest.py does the same for pytest). The
+    # cases' processes inherit it.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="graphprobe-smoke-inductor-"))
     names = args.only or list(CASES)
     unknown = [n for n in names if n not in CASES]
     if unknown:

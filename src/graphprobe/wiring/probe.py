@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from graphprobe._ops import _C, record_stats, record_stats_fusable
-from graphprobe.wiring import fused_stats
+from graphprobe.wiring import fused_stats, shared_probes
 
 __all__ = ["MAX_DEPTH", "as_output_tuple", "matches", "new_session", "probe_inputs", "probe_output", "safe_text"]
 
@@ -124,7 +124,10 @@ def _register(
     """Registers one part of a call and returns its site. Executed (not
     traced) by dynamo, once per trace: its result is a constant of the graph.
     ``session`` is unused here: passing it makes dynamo guard on it."""
-    program = _trace_program() if mode == _TRACED else 0
+    program = 0
+    if mode == _TRACED:
+        program = _trace_program()
+        shared_probes.install()
     register = _C.open_call if opening else _C.close_call
     return int(register(entry, places, orders, requires_grad, leaves, mode, program))
 
