@@ -273,7 +273,10 @@ StepResult Engine::finish_step(bool collect) {
     double device_order = 0;
     for (auto& kv : tables_)
       append_rows(result.step.rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
-    result.step.table = registry_.snapshot();
+    std::vector<int64_t> sites;
+    sites.reserve(result.step.rows.size());
+    for (const WrittenRow& w : result.step.rows) sites.push_back(w.slot.site);
+    result.step.table = registry_.snapshot(sites);
   }
   result.dropped = dropped_;
   dropped_ = 0;

@@ -1,5 +1,7 @@
 #include "identity/call_registry.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 namespace graphprobe {
@@ -18,6 +20,37 @@ size_t CallTable::copy_bytes() const {
   size_t n = sites_.capacity() * sizeof(Site) + calls_.capacity() * sizeof(Call);
   for (const Call& c : calls_) n += c.entry.capacity();
   return n;
+}
+
+CallTable CallRegistry::snapshot(const std::vector<int64_t>& sites) const {
+  CallTable out;
+  out.step_ = step_;
+  int64_t lo = INT64_MAX, hi = -1, call_lo = INT64_MAX, call_hi = -1;
+  auto cover = [&](int64_t id) {
+    if (site(id) == nullptr) return;
+    lo = std::min(lo, id);
+    hi = std::max(hi, id);
+  };
+  for (const int64_t id : sites) {
+    const Site* s = site(id);
+    if (s == nullptr) continue;
+    cover(id);
+    if (const Call* c = call(s->call)) {
+      call_lo = std::min(call_lo, s->call);
+      call_hi = std::max(call_hi, s->call);
+      cover(c->input_site);
+      cover(c->output_site);
+    }
+  }
+  if (hi >= lo) {
+    out.site_base_ = lo;
+    out.sites_.assign(sites_.begin() + (lo - site_base_), sites_.begin() + (hi - site_base_ + 1));
+  }
+  if (call_hi >= call_lo) {
+    out.call_base_ = call_lo;
+    out.calls_.assign(calls_.begin() + (call_lo - call_base_), calls_.begin() + (call_hi - call_base_ + 1));
+  }
+  return out;
 }
 
 int64_t CallRegistry::new_call(const std::string& entry, bool is_static) {

@@ -75,6 +75,7 @@ class CallTable {
   size_t copy_bytes() const;
 
  protected:
+  friend class CallRegistry;  // builds partial copies (snapshot)
   int64_t site_base_ = 0;  // id of sites_[0]
   int64_t call_base_ = 0;  // id of calls_[0]
   std::vector<Site> sites_;
@@ -103,6 +104,12 @@ class CallRegistry : public CallTable {
 
   // The table as it stands, for assembling this step elsewhere.
   CallTable snapshot() const { return static_cast<const CallTable&>(*this); }
+  // The part of it that assembling rows of `sites` reads (assemble_calls):
+  // those sites, their calls and both parts of each call, as the ranges of
+  // ids that hold them. Other dumpers' and other graphs' sites, registered
+  // before or after, are left out: the caller's thread copies only what
+  // this step needs.
+  CallTable snapshot(const std::vector<int64_t>& sites) const;
 
  private:
   int64_t new_call(const std::string& entry, bool is_static);

@@ -13,6 +13,7 @@ void record_stats(const at::Tensor& x, int64_t site, int64_t index) { Engine::ge
 void record_mirror(const at::Tensor& x, int64_t site, int64_t index, int64_t source_site, int64_t source_index) {
   Engine::get().record_mirror(x, site, index, source_site, source_index);
 }
+// Meta and vmap: as record_stats_meta and record_stats_batched below.
 void record_mirror_nothing(const at::Tensor&, int64_t, int64_t, int64_t, int64_t) {}
 
 // Tracing (FakeTensor / meta) must not touch the record table.
@@ -47,15 +48,20 @@ void impl_probe_ops(torch::Library& m) {
   m.impl("record_mirror", mirror);
 }
 
+// The kernels of a device: the engine records.
+void impl_device_ops(torch::Library& m) { impl_probe_ops<&record_stats, &record_mirror>(m); }
+
 }  // namespace
 }  // namespace graphprobe
 
-TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats, &graphprobe::record_mirror>(m); }
-TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats, &graphprobe::record_mirror>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_device_ops(m); }
+TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_device_ops(m); }
 // The NPU (torch_npu's device is PrivateUse1): statistics by aten ops
 // (engine/aten_table.cpp), once graphprobe._C_npu registered its runtime.
-TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats, &graphprobe::record_mirror>(m); }
-TORCH_LIBRARY_IMPL(graphprobe, Meta, m) { graphprobe::impl_probe_ops<&graphprobe::record_stats_meta, &graphprobe::record_mirror_nothing>(m); }
+TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { graphprobe::impl_device_ops(m); }
+TORCH_LIBRARY_IMPL(graphprobe, Meta, m) {
+  graphprobe::impl_probe_ops<&graphprobe::record_stats_meta, &graphprobe::record_mirror_nothing>(m);
+}
 TORCH_LIBRARY_IMPL(graphprobe, FuncTorchBatched, m) {
   graphprobe::impl_probe_ops<&graphprobe::record_stats_batched, &graphprobe::record_mirror_nothing>(m);
 }

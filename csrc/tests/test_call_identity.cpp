@@ -246,6 +246,45 @@ void a_snapshot_keeps_its_step() {
   CHECK(live[0].leaves.empty());
 }
 
+// step() copies only the part of the table that its rows need: their sites,
+// their calls and both parts of each call (a part without tensors still
+// carries leaves), and nothing of the graphs registered around them.
+void a_partial_snapshot_holds_what_its_rows_need() {
+  CallRegistry reg;
+  const auto before = wire_block(reg, InsertMode::kTraced, reg.new_program());
+  const int64_t program = reg.new_program();
+  const auto block = wire_block(reg, InsertMode::kTraced, program);
+  // A call whose output is an int: its output part has a leaf and no tensor.
+  const int64_t s_in = reg.open(part(kChild, "input_args", 1), InsertMode::kTraced, program);
+  PartLayout out = part(kChild, "output", 0);
+  graphprobe::Leaf value;
+  value.place = {"output", "0"};
+  value.type = "int";
+  value.kind = graphprobe::Leaf::Kind::kInt;
+  value.text = "3";
+  out.leaves.push_back(value);
+  const int64_t s_out = reg.close(out, InsertMode::kTraced, program);
+  const auto after = wire_block(reg, InsertMode::kTraced, reg.new_program());
+  std::vector<ExecutedRow> rows;
+  std::vector<int64_t> sites;
+  for (int64_t site : block) sites.push_back(site);
+  sites.push_back(s_in);
+  for (size_t i = 0; i < sites.size(); ++i) rows.push_back(probe(sites[i], 0, static_cast<double>(i)));
+  const graphprobe::CallTable snap = reg.snapshot(sites);
+  CHECK(snap.site(s_out) != nullptr);  // no row, but the last call's other part
+  CHECK(snap.site(before.back()) == nullptr && snap.site(after.front()) == nullptr);
+  const auto got = assemble_calls(snap, rows);
+  const auto want = assemble_calls(reg, rows);
+  CHECK(names(got) == names(want));
+  CHECK_EQ(got.size(), size_t{4});
+  CHECK_EQ(got[3].name, std::string("Module.blk.fc.Linear.forward.2"));
+  CHECK_EQ(got[3].leaves.size(), size_t{1});
+  CHECK_EQ(got[3].leaves[0].text, std::string("3"));
+  for (size_t i = 0; i < got.size(); ++i) CHECK_EQ(got[i].tensors.size(), want[i].tensors.size());
+  // Rows of no known site: an empty table.
+  CHECK(reg.snapshot({-5}).site(s_in) == nullptr);
+}
+
 void run() {
   eager_calls_follow_execution();
   static_calls_ignore_the_schedule();
@@ -257,6 +296,7 @@ void run() {
   cleared_ids_are_never_reused();
   leaves_come_from_both_parts();
   a_snapshot_keeps_its_step();
+  a_partial_snapshot_holds_what_its_rows_need();
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 
 At L0 a module's output is usually the next module's input, and the
 embedding's output is also the first block's and its first norm's input: the
-same tensor is probed two or three times (38 of the 139 probes of the
-benchmark's transformer). Inductor lowers ``graphprobe::record_stats`` here:
+same tensor is probed two or three times (42 of the 139 probes of the
+benchmark's transformer-m). Inductor lowers ``graphprobe::record_stats`` here:
 the first probe of an FX value in a graph reads it; every later probe of the
 same value becomes ``graphprobe::record_mirror``, which reads nothing and has
 the engine collect the first probe's row under its own record too
@@ -47,16 +47,23 @@ def _lower(x: Any, site: int, index: int) -> None:
     from torch._inductor.lowering import fallback_handler
     from torch._inductor.virtualized import V
 
-    node = V.graph.current_node
-    value = node.args[0] if node is not None and node.args else None
-    first = None
-    if isinstance(value, torch.fx.Node):
-        probed = V.graph.__dict__.setdefault("_graphprobe_probed", {})
-        first = probed.setdefault(value, (site, index))
-        if first == (site, index):
-            first = None
-    if first is None:
+    source = _first_probe_of_value(V.graph, site, index)
+    if source is None:
         fallback_handler(torch.ops.graphprobe.record_stats.default, add_to_fallback_set=False)(x, site, index)
     else:
-        fallback_handler(torch.ops.graphprobe.record_mirror.default, add_to_fallback_set=False)(x, site, index, *first)
+        fallback_handler(torch.ops.graphprobe.record_mirror.default, add_to_fallback_set=False)(x, site, index, *source)
     return None
+
+
+def _first_probe_of_value(graph: Any, site: int, index: int) -> tuple[int, int] | None:
+    """(site, index) of an earlier probe of the value that the probe being
+    lowered reads, in this graph; None for the first probe of a value."""
+    node = graph.current_node
+    if node is None or node.target is not torch.ops.graphprobe.record_stats.default or not node.args:
+        return None
+    value = node.args[0]
+    if not isinstance(value, torch.fx.Node):
+        return None
+    first: dict[torch.fx.Node, tuple[int, int]] = graph.__dict__.setdefault("_graphprobe_first_probe", {})
+    source = first.setdefault(value, (site, index))
+    return None if source == (site, index) else source
