@@ -407,7 +407,10 @@ a single vectorised pass (AVX-512 or AVX2, sums in float32 per block of 16 eleme
 across blocks, on torch's threads for large tensors). The probe op takes
 two integers (a site registered when the probe was inserted, and the tensor's index) instead of three
 strings, which brought its fixed cost to about torch.sum's own on a tiny tensor; in eager mode one call per
-call part hands all of its tensors to the engine without the dispatcher. L0 records also carry each
+call part hands all of its tensors to the engine without the dispatcher. Under inductor a probe takes its
+tensor in any layout, so a fused result that several probes read is stored once, and a value probed twice
+in one graph (a module's output that is the next module's input) is read once: the later probe records the
+first one's row (record_mirror). L0 records also carry each
 module's own parameters (msprobe's `parameters` part), which adds a record per weight and bias and a read
 of every weight per call: the "records" column counts them, and the hooks baseline records them too. On
 small models the rest is the Python hooks themselves (eager) and the fusion barrier each opaque probe puts

@@ -39,7 +39,10 @@ def install() -> None:
             return
         from torch._inductor import lowering
 
-        lowering.register_lowering(torch.ops.graphprobe.record_stats.default, type_promotion_kind=None)(_lower)
+        op = torch.ops.graphprobe.record_stats.default
+        # As inductor's own fallback for an op without a lowering (make_fallback).
+        lowering.add_needs_realized_inputs(op)
+        lowering.register_lowering(op, type_promotion_kind=None)(_lower)
         _installed = True
 
 
