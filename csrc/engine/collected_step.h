@@ -3,7 +3,8 @@
 //
 // step() collects them on the caller's thread: one copy per device, each
 // row's slot (which probe wrote it, the tensor's type and shape) and a copy
-// of the call table, which costs a reference count per site. Turning them
+// of the part of the call table these rows need, which costs a reference
+// count per site (CallRegistry::snapshot). Turning them
 // into named, ordered calls (name_calls) is most of a step's host work and
 // runs on the writer thread, off the training loop.
 

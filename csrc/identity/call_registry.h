@@ -102,9 +102,8 @@ class CallRegistry : public CallTable {
   // code compiled under an earlier dumper can be recognised and ignored.
   void clear();
 
-  // The table as it stands, for assembling this step elsewhere.
-  CallTable snapshot() const { return static_cast<const CallTable&>(*this); }
-  // The part of it that assembling rows of `sites` reads (assemble_calls):
+  // The part of the table as it stands that assembling rows of `sites`
+  // reads (assemble_calls), for assembling this step elsewhere:
   // those sites, their calls and both parts of each call, as the ranges of
   // ids that hold them. Other dumpers' and other graphs' sites, registered
   // before or after, are left out: the caller's thread copies only what

@@ -228,7 +228,7 @@ void leaves_come_from_both_parts() {
 void a_snapshot_keeps_its_step() {
   CallRegistry reg;
   const auto [s_in, s_out] = child_with_int_arg(reg, 2, "7");
-  const graphprobe::CallTable snap = reg.snapshot();
+  const graphprobe::CallTable snap = reg.snapshot({s_in, s_out});
   reg.end_step();
   // Next step: one input tensor, no leaf, and a new kwargs output layout.
   CHECK(reg.open(part(kChild, "input_args", 1), InsertMode::kEager, 0) == s_in);
