@@ -46,15 +46,18 @@ void insert(Node* root, const Place& path, std::string leaf_json) {
 }
 
 // A non-tensor leaf as msprobe writes it: {"type": "int", "value": 3}; a
-// value of a type without a JSON form carries its type only.
+// value of a type without a JSON form carries its type only. None is a plain
+// null, as msprobe writes it: a {"type": "NoneType"} object would not pair
+// with msprobe's row in either tool's compare.
 std::string leaf_json(const Leaf& leaf) {
+  if (leaf.kind == Leaf::Kind::kNone) return "null";
   json::Writer w(0);
   w.begin_object();
   w.key("type");
   w.value_string(leaf.type);
   if (leaf.kind != Leaf::Kind::kOpaque) w.key("value");
   switch (leaf.kind) {
-    case Leaf::Kind::kNone: w.value_null(); break;
+    case Leaf::Kind::kNone: break;  // written as null above
     case Leaf::Kind::kBool: w.value_bool(leaf.b); break;
     case Leaf::Kind::kInt: w.value_raw(leaf.text); break;  // digits of any size
     case Leaf::Kind::kFloat: w.value_number(leaf.f); break;
