@@ -16,6 +16,23 @@ holds exactly one process folder (of any kind) the two are paired; otherwise
 ``pid``/``proc`` folders are paired in ascending pid order. Everything without
 a partner is listed in :attr:`Pairing.unpaired`.
 
+When the two sides of a step hold different numbers of ``pid``/``proc``
+folders -- a second run into a used ``dump_path`` adds a folder of its own
+next to the first run's -- the newest folders (by the time their dump.json
+was written) are paired, newest with newest, and each older one is listed
+as an older run without a partner (so ``--fail-on unmatched`` fails).
+
+Folder numbers are read only in the form the dumper writes them: ASCII
+digits without leading zeros (``step1``, ``rank0``, ``pid4711``). A folder
+that only looks like one (``step01``, ``rank٣`` with an Arabic-Indic digit,
+``step1`` followed by a newline) is never read as that number -- two such
+folders would otherwise both be step 1 and one of them dropped -- and is
+listed without a partner, naming the folder it would clash with.
+
+A ``step{N}`` folder that holds nothing but compare results
+(``compare_result_*.csv``, ``compare_report_*.html``: ``-o`` pointed inside
+a dump) is graphprobe's own output, not a dump step, and is skipped.
+
 The rank label of a pair (the ``{rank}`` of ``compare_result_{rank}_...``) is
 R for ``rank{R}`` folders, ``0`` when a single process is compared, and the
 target's pid when several ``pid``/``proc`` folders are paired.
@@ -30,8 +47,15 @@ from pathlib import Path
 
 __all__ = ["Pair", "Pairing", "PairingError", "Unpaired", "pair_paths"]
 
-_STEP = re.compile(r"^step(\d+)$")
-_PROC = re.compile(r"^(rank|pid|proc)(\d+)$")
+# The names the dumper writes: ASCII digits, no leading zero. fullmatch: "$"
+# would also accept a trailing newline.
+_STEP = re.compile(r"step(0|[1-9][0-9]*)", re.ASCII)
+_PROC = re.compile(r"(rank|pid|proc)(0|[1-9][0-9]*)", re.ASCII)
+# What only looks like one: any Unicode decimal digits (step01, step١).
+_STEP_LIKE = re.compile(r"step(\d+)\s*")
+_PROC_LIKE = re.compile(r"(rank|pid|proc)(\d+)\s*")
+# What a compare writes into its output folders.
+_OUTPUT_FILE = re.compile(r"compare_(result_.*\.csv|report_.*\.html)")
 DUMP_FILE = "dump.json"
 
 
@@ -82,48 +106,105 @@ class _Proc:
         return "dump" if self.kind == "single" else f"{self.kind}{self.number}"
 
 
-def _subdirs(path: Path, pattern: re.Pattern[str]) -> dict[str, tuple[int, Path]]:
+@dataclass(frozen=True)
+class _Odd:
+    """A folder named like a step or process folder but not as the dumper
+    names them: never read as a number, always reported."""
+
+    what: str
+    path: Path
+
+
+def _digits(text: str) -> int:
+    # int() reads any Unicode decimal digit (int("١") == 1).
+    return int(text.strip())
+
+
+def _is_compare_output(path: Path) -> bool:
+    """True for a folder holding only compare results: a per-step output
+    folder of an earlier compare whose -o pointed inside this dump."""
+    try:
+        names = [e.name for e in os.scandir(path) if e.is_file(follow_symlinks=False)]
+        total = sum(1 for _ in os.scandir(path))
+    except OSError:
+        return False
+    return bool(names) and len(names) == total and all(_OUTPUT_FILE.fullmatch(n) for n in names)
+
+
+def _subdirs(path: Path, pattern: re.Pattern[str], like: re.Pattern[str], odd: list[_Odd],
+             prefix: str = "") -> dict[str, tuple[int, Path]]:
+    """The folders of ``path`` named as ``pattern`` says, by name. Folders
+    that only match ``like`` (non-canonical numbers) go to ``odd``, their
+    names shown after ``prefix``."""
     out: dict[str, tuple[int, Path]] = {}
     try:
         entries = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError as e:
         raise PairingError(f"cannot list '{path}': {e.strerror}") from None
+    lookalikes = []
     for e in entries:
-        m = pattern.match(e.name)
-        if m and e.is_dir():
+        if not e.is_dir():
+            continue
+        m = pattern.fullmatch(e.name)
+        if m:
             out[e.name] = (int(m.groups()[-1]), Path(e.path))
+        elif like.fullmatch(e.name):
+            lookalikes.append(e)
+    for e in lookalikes:
+        m = like.fullmatch(e.name)
+        assert m is not None
+        canonical = e.name[: m.start(m.lastindex or 0)] + str(_digits(m.groups()[-1]))
+        clash = f"; {canonical} is here too, and only {canonical} is compared" if canonical in out else ""
+        odd.append(_Odd(f"{prefix}{ascii(e.name)} (not a folder name the dumper writes: it would write {canonical}{clash}; "
+                        "rename it to compare it)", Path(e.path)))
     return out
 
 
-def _procs(step_dir: Path) -> list[_Proc]:
+def _mtime(p: _Proc) -> float:
+    """When the process folder's dump was written (its folder's time when
+    there is no dump.json)."""
+    for candidate in (p.path, p.path.parent):
+        try:
+            return candidate.stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
+def _procs(step_dir: Path, odd: list[_Odd], prefix: str = "") -> list[_Proc]:
     procs = []
-    for name, (number, path) in _subdirs(step_dir, _PROC).items():
+    for name, (number, path) in _subdirs(step_dir, _PROC, _PROC_LIKE, odd, prefix).items():
         kind = "rank" if name.startswith("rank") else "pid"
         procs.append(_Proc(kind, number, path / DUMP_FILE))
     return procs
 
 
-def _classify(path: Path) -> tuple[str, dict[int | None, list[_Proc]]]:
-    """Returns (kind, {step number or None: process dumps})."""
+def _classify(path: Path) -> tuple[str, dict[int | None, list[_Proc]], list[_Odd]]:
+    """Returns (kind, {step number or None: process dumps}, odd folders)."""
     if not path.exists():
         raise PairingError(f"'{path}' does not exist")
+    odd: list[_Odd] = []
     if path.is_file():
-        return "file", {None: [_Proc("single", 0, path)]}
+        return "file", {None: [_Proc("single", 0, path)]}, odd
     if (path / DUMP_FILE).is_file():
-        m = _PROC.match(path.name)
+        m = _PROC.fullmatch(path.name)
         if m:
             kind = "rank" if m.group(1) == "rank" else "pid"
-            return "process", {None: [_Proc(kind, int(m.group(2)), path / DUMP_FILE)]}
-        return "process", {None: [_Proc("single", 0, path / DUMP_FILE)]}
-    steps = _subdirs(path, _STEP)
+            return "process", {None: [_Proc(kind, int(m.group(2)), path / DUMP_FILE)]}, odd
+        return "process", {None: [_Proc("single", 0, path / DUMP_FILE)]}, odd
+    steps = {name: found for name, found in _subdirs(path, _STEP, _STEP_LIKE, odd).items()
+             if not _is_compare_output(found[1])}
     if steps:
-        return "root", {number: _procs(p) for number, p in sorted(steps.values())}
-    procs = _procs(path)
+        step_odd: list[_Odd] = []
+        by_number = {number: _procs(p, step_odd, f"step{number}/") for number, p in sorted(steps.values())}
+        return "root", by_number, odd + step_odd
+    procs = _procs(path, odd)
     if procs:
-        m = _STEP.match(path.name)
-        return "step", {int(m.group(1)) if m else None: procs}
+        m = _STEP.fullmatch(path.name)
+        return "step", {int(m.group(1)) if m else None: procs}, odd
+    seen = "".join(f"; found {o.what}" for o in odd)
     raise PairingError(
-        f"'{path}' holds no {DUMP_FILE} and no step*, rank*, pid* or proc* folder: not a graphprobe/msprobe dump"
+        f"'{path}' holds no {DUMP_FILE} and no step*, rank*, pid* or proc* folder: not a graphprobe/msprobe dump{seen}"
     )
 
 
@@ -161,21 +242,43 @@ def _pair_procs(step: int | None, target: list[_Proc], bench: list[_Proc], out: 
         else:
             side, p = ("target", t_ranks[n]) if n in t_ranks else ("bench", b_ranks[n])
             out.unpaired.append(Unpaired(side, f"{prefix}{p.name}", p.path.parent))
-    t_pids = sorted((p for p in target if p.kind != "rank"), key=lambda p: p.number)
-    b_pids = sorted((p for p in bench if p.kind != "rank"), key=lambda p: p.number)
-    for t, b in zip(t_pids, b_pids):
-        add(t, b, str(t.number))
-    for side, rest in (("target", t_pids[len(b_pids):]), ("bench", b_pids[len(t_pids):])):
-        for p in rest:
+    t_pids = [p for p in target if p.kind != "rank"]
+    b_pids = [p for p in bench if p.kind != "rank"]
+    if len(t_pids) == len(b_pids):
+        # Several processes of one run each: pids differ between runs, so
+        # their order is all there is.
+        for t, b in zip(sorted(t_pids, key=lambda p: p.number), sorted(b_pids, key=lambda p: p.number)):
+            add(t, b, str(t.number))
+        return
+    # One side holds more process folders than the other: most likely runs
+    # into a used dump_path. Pair the newest with the newest; the older
+    # ones are older runs, reported (never silently dropped).
+    if not t_pids or not b_pids:
+        for side, p in [("target", p) for p in t_pids] + [("bench", p) for p in b_pids]:
             out.unpaired.append(Unpaired(side, f"{prefix}{p.name}", p.path.parent))
+        return
+    t_pids.sort(key=lambda p: (_mtime(p), p.number))
+    b_pids.sort(key=lambda p: (_mtime(p), p.number))
+    n = min(len(t_pids), len(b_pids))
+    for t, b in zip(t_pids[len(t_pids) - n:], b_pids[len(b_pids) - n:]):
+        add(t, b, str(t.number))
+    counts = f"target {len(t_pids)}, bench {len(b_pids)} pid/proc folders"
+    for side, procs in (("target", t_pids), ("bench", b_pids)):
+        newest = ", ".join(p.name for p in procs[len(procs) - n:]) or "none"
+        for p in procs[: len(procs) - n]:
+            out.unpaired.append(Unpaired(
+                side, f"{prefix}{p.name} (an older run: {counts}; the newest ({newest}) were paired; two runs into "
+                      "one dump_path? pass the process folders to choose)", p.path.parent))
 
 
 def pair_paths(target: str | os.PathLike[str], bench: str | os.PathLike[str]) -> Pairing:
     """Finds the dump.json pairs to compare. Raises :class:`PairingError`."""
     t_path, b_path = Path(target), Path(bench)
-    t_kind, t_steps = _classify(t_path)
-    b_kind, b_steps = _classify(b_path)
+    t_kind, t_steps, t_odd = _classify(t_path)
+    b_kind, b_steps, b_odd = _classify(b_path)
     out = Pairing()
+    for side, odd in (("target", t_odd), ("bench", b_odd)):
+        out.unpaired.extend(Unpaired(side, o.what, o.path) for o in odd)
     if t_kind == "root" and b_kind == "root":
         out.by_step = True
         for n in sorted(t_steps.keys() | b_steps.keys()):  # type: ignore[type-var]
