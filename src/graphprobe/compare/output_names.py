@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from graphprobe.output_files import make_dirs
+
 __all__ = ["claim_names", "release_names"]
 
 _MAX_TRIES = 10_000
@@ -31,7 +33,7 @@ def claim_names(folder: Path, rank: str, stamp: str, html: bool) -> tuple[Path, 
     report's ``.html``) in ``folder``; when either name is taken, the first
     free ``{stamp}_{k}`` (k = 1, 2, ...) instead. Never returns a name that
     existed before the call."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)  # 0750, as every folder graphprobe makes
     for k in range(_MAX_TRIES):
         tag = stamp if k == 0 else f"{stamp}_{k}"
         csv = folder / f"compare_result_{rank}_{tag}.csv"
