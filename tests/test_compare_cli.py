@@ -145,12 +145,15 @@ E = "Module.fc.Linear.forward.0"
     [
         (10.0, "error", [], 0),
         (10.0, "warning", [], 0),
-        (13.0, "error", [], 0),  # inputs exact, output 30 %: a warning only
+        # inputs exact, output 30 %: a first divergence (issue 25: --fail-on error fails on it) ...
+        (13.0, "error", [], 1),
+        # ... and with the noise floor scaled to 100 % (1e-4 x 1e4) a msprobe warning only
+        (13.0, "error", ["--floor-scale", "1e4"], 0),
         (13.0, "warning", [], 1),
         (16.0, "error", [], 1),  # 60 %: error
         (16.0, None, [], 0),
-        (13.0, "error", ["--output-error-pct", "20"], 1),  # threshold from the CLI turns 30 % into an error
-        (13.0, "warning", ["--warning-pct", "40"], 0),
+        (13.0, "error", ["--output-error-pct", "20", "--floor-scale", "1e4"], 1),  # the CLI threshold: 30 % an error
+        (13.0, "warning", ["--warning-pct", "40", "--floor-scale", "1e4"], 0),
     ],
 )
 def test_fail_on(tmp_path: Path, capsys, out_norm: float, fail_on: str | None, extra: list[str], code: int) -> None:

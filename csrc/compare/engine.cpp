@@ -15,8 +15,11 @@ void check(const Thresholds& t) {
   auto ok = [](double v) { return std::isfinite(v) && v >= 0; };
   if (!ok(t.input_error_pct) || !ok(t.output_error_pct) || !ok(t.warning_ratio) || !ok(t.warning_pct) ||
       !ok(t.noise_pct) || !ok(t.cosine_input_min) || !ok(t.cosine_drop) || !ok(t.thousandth_input_min) ||
-      !ok(t.thousandth_output_max))
+      !ok(t.thousandth_output_max) || !ok(t.divergence_ratio))
     throw std::invalid_argument("graphprobe compare: thresholds must be finite and >= 0");
+  if (!std::isfinite(t.floor_scale) || !(t.floor_scale > 0))
+    throw std::invalid_argument("graphprobe compare: floor_scale must be a finite number > 0, got " +
+                                format_number(t.floor_scale));
 }
 
 void tally(CompareResult& result) {
@@ -37,7 +40,8 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   result.bench = std::move(bench);
   result.rows = match_rows(result.target, result.bench, options.fuzzy);
   apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts);
-  result.first_divergence = find_first_divergence(result.target, result.rows, options.thresholds);
+  measure_coverage(result);
+  find_first_divergence(result, options.thresholds);
   tally(result);
   return result;
 }
@@ -60,8 +64,7 @@ void finish_tensor_compare(CompareResult& result, const CompareOptions& options)
   } else {
     apply_tensor_verdicts(result.target, result.rows, options.thresholds);
   }
-  for (CompareRow& r : result.rows) r.first_divergence = false;
-  result.first_divergence = find_first_divergence(result.target, result.rows, options.thresholds);
+  find_first_divergence(result, options.thresholds);
   tally(result);
 }
 

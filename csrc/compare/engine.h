@@ -14,7 +14,7 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
 // applies the tensor rules -- with TensorLayout::kMsprobe msprobe's real-data
 // rules in place of the statistics ones (verdicts.h), otherwise the
 // statistics rules plus tensor_verdicts.h -- then finds the first
-// divergence again (Result error now includes the tensor rules) and recounts
+// divergence again (on the statistics, as before) and recounts
 // the verdicts. Sets result.tensor_mode, so the CSV gets the tensor columns.
 // Call once per result.
 void finish_tensor_compare(CompareResult& result, const CompareOptions& options);

@@ -1,36 +1,373 @@
 #include "compare/first_divergence.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
 
 #include "compare/entry_ranges.h"
+#include "compare/msprobe_values.h"
 
 namespace graphprobe::compare {
 namespace {
 
-bool norm_bad(const CompareRow& r, double limit) {
-  const auto& n = r.metrics.rel_pct[kNorm];
-  return n && (std::isnan(*n) || *n > limit);
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr const char* kStatNames[kNumStats] = {"Max", "Min", "Mean", "Norm"};
+
+bool is_extreme(int s) { return s == kMax || s == kMin; }
+
+// A statistic as a number for the error: NaN and the infinities included;
+// nullopt for None, text, booleans and devices (compared by their print).
+std::optional<double> numeric(const TensorRecord& r, int s) {
+  double v = 0;
+  switch (classify(r, s, &v)) {
+    case ValClass::kNum: return v;
+    case ValClass::kNan: return std::numeric_limits<double>::quiet_NaN();
+    case ValClass::kInf: return kInf;
+    case ValClass::kNegInf: return -kInf;
+    default: return std::nullopt;
+  }
+}
+
+// |t - b| / scale, with the rules for NaN and infinities of the design:
+// both NaN -> 0, one NaN -> inf, equal infinities -> 0, any other infinity
+// -> inf; a zero scale -> 0 when equal, else inf.
+double scaled_error(double t, double b, double scale) {
+  if (std::isnan(t) || std::isnan(b)) return std::isnan(t) && std::isnan(b) ? 0 : kInf;
+  if (std::isinf(t) || std::isinf(b)) return t == b ? 0 : kInf;
+  if (t == b) return 0;
+  if (!(scale > 0)) return kInf;
+  return std::fabs(t - b) / scale;
+}
+
+// Number of elements of the bench tensor, or -1 when its shape is not a
+// plain list of sizes (null placeholders, slices).
+double numel(const TensorRecord& r) {
+  if (!r.shape_text.empty()) return -1;
+  double n = 1;
+  for (int64_t d : r.shape) n *= static_cast<double>(d);
+  return n;
+}
+
+bool is_parameter(const TensorRecord& r, const std::vector<std::string>& entries) {
+  if (r.role != Role::kInput) return false;
+  // The segment right after the entry's own name, so that a module called
+  // "parameters_proj" or an argument named "parameters" elsewhere in the
+  // name does not count.
+  const std::string_view suffix = r.suffix(entries);
+  return suffix.substr(0, 11) == "parameters.";
+}
+
+// "output.0" -> "output 0"; "parameters.weight" -> "parameter `weight`".
+std::string row_label(const TensorRecord& r, const std::vector<std::string>& entries) {
+  std::string s(r.suffix(entries));
+  if (s.rfind("parameters.", 0) == 0) return "parameter `" + s.substr(11) + "`";
+  const size_t dot = s.find('.');
+  if (dot != std::string::npos) s[dot] = ' ';
+  return s;
+}
+
+std::string percent(double e) { return short_number(e * 100) + " %"; }
+
+// "1000x": ratios shown without an exponent below a million.
+std::string times(double v) {
+  if (std::isinf(v)) return "infinitely many times";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2g", v);
+  const double rounded = std::strtod(buf, nullptr);
+  if (rounded >= 100 && rounded < 1e6) std::snprintf(buf, sizeof buf, "%.0f", rounded);
+  else return short_number(v) + "x";
+  return std::string(buf) + "x";
+}
+
+// "Norm 0.1 %, 10x the float32 floor 1e-4" or the hard reason.
+std::string error_text(const RowError& e, double floor_scale) {
+  if (!e.hard.empty()) return e.hard;
+  if (e.worst_stat < 0) return "no difference";
+  const int s = e.worst_stat;
+  const double floor = (is_extreme(s) ? e.floor->extreme : e.floor->aggregate) * floor_scale;
+  std::string out = std::string(kStatNames[s]) + " " + percent(*e.e[s]) + ", ";
+  if (floor == 0) return out + "any difference counts for " + e.floor->name + " values";
+  out += times(e.z) + " the " + std::string(e.floor->name) + (e.floor_assumed ? " (assumed)" : "") + " floor " +
+         short_number(floor);
+  return out;
+}
+
+std::string entry_list(const Dump& target, const std::vector<uint32_t>& entries) {
+  std::string out;
+  const size_t shown = std::min<size_t>(entries.size(), 5);
+  for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + target.entries[entries[i]];
+  if (entries.size() > shown) out += " and " + std::to_string(entries.size() - shown) + " more";
+  return out;
+}
+
+bool exceeds(double z, double ratio, double reference) {
+  if (!(z > 1)) return false;
+  if (ratio == 0 || reference == 0) return true;
+  return z > ratio * reference;  // inf against inf: not beyond
+}
+
+double row_max_e(const RowError& e) {
+  if (!e.hard.empty()) return kInf;
+  double m = 0;
+  for (const auto& v : e.e)
+    if (v) m = std::max(m, *v);
+  return m;
 }
 
 }  // namespace
 
-std::optional<uint32_t> find_first_divergence(const Dump& target, std::vector<CompareRow>& rows, const Thresholds& th) {
+std::string short_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == 0) return "0";
+  char buf[32];
+  // Two significant digits; below 1e-3 always with an exponent ("1e-4", as
+  // the floor table is written, not "0.0001").
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e-3 ? "%.1e" : "%.2g", v);
+  std::string s(buf);
+  const size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  // "1.0e-04" -> "1e-4", "1.5e+05" -> "1.5e5"
+  std::string mant = s.substr(0, e), exp = s.substr(e + 1);
+  if (mant.size() > 2 && mant.compare(mant.size() - 2, 2, ".0") == 0) mant.resize(mant.size() - 2);
+  std::string sign;
+  if (!exp.empty() && (exp[0] == '+' || exp[0] == '-')) {
+    if (exp[0] == '-') sign = "-";
+    exp.erase(0, 1);
+  }
+  exp.erase(0, std::min(exp.find_first_not_of('0'), exp.size() - 1));
+  return mant + "e" + sign + exp;
+}
+
+RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_scale) {
+  RowError r;
+  const bool tensors = t.is_tensor && b.is_tensor;
+  r.floor = &noise_floor_for(b.dtype, tensors, &r.floor_assumed);
+  if (t.is_tensor != b.is_tensor) {
+    r.hard = std::string("the ") + (t.is_tensor ? "target" : "bench") + " has a tensor, the other side a value";
+  } else if (!tensors) {
+    if (!python_equal(t, b, kMax)) r.hard = "value differs: " + stat_str(t, kMax) + " vs " + stat_str(b, kMax);
+  } else if (t.dtype != b.dtype) {
+    r.hard = "dtype differs: " + t.dtype + " vs " + b.dtype;
+  } else if (shape_of(t) != shape_of(b)) {
+    r.hard = "shape differs: " + shape_of(t) + " vs " + shape_of(b);
+  } else if ((is_inf_or_nan(t, kMax) || is_inf_or_nan(t, kMin)) && !is_inf_or_nan(b, kMax) &&
+             !is_inf_or_nan(b, kMin)) {
+    r.hard = "target " + std::string(is_inf_or_nan(t, kMax) ? "Max is " + stat_str(t, kMax) : "Min is " + stat_str(t, kMin)) +
+             " while the bench's Max and Min are finite";
+  }
+  if (!tensors) {
+    r.z = r.hard.empty() ? 0 : kInf;
+    return r;
+  }
+  // RMS of the bench tensor: the scale against which a Max, Min or Mean
+  // difference is measured when the statistic itself is near 0.
+  double rms = 0;
+  const double n = numel(b);
+  if (const auto norm = numeric(b, kNorm); norm && std::isfinite(*norm) && n > 0) rms = std::fabs(*norm) / std::sqrt(n);
+  for (int s = 0; s < kNumStats; ++s) {
+    if (t.kinds[s] == ValueKind::kNone || b.kinds[s] == ValueKind::kNone) continue;
+    const auto tv = numeric(t, s), bv = numeric(b, s);
+    double e;
+    if (!tv || !bv) e = same_print(t, b, s) ? 0 : kInf;  // booleans, text
+    else e = scaled_error(*tv, *bv, s == kNorm ? std::fabs(*bv) : std::max(std::fabs(*bv), rms));
+    r.e[s] = e;
+    const double floor = (is_extreme(s) ? r.floor->extreme : r.floor->aggregate) * floor_scale;
+    const double z = floor > 0 ? e / floor : (e > 0 ? kInf : 0);
+    if (z > r.z) {
+      r.z = z;
+      r.worst_stat = s;
+    }
+  }
+  if (!r.hard.empty()) {
+    r.z = kInf;
+    r.worst_stat = -1;
+  }
+  return r;
+}
+
+void find_first_divergence(CompareResult& result, const Thresholds& th) {
+  const Dump& target = result.target;
+  const Dump& bench = result.bench;
+  auto& rows = result.rows;
+  const double scale = th.floor_scale, ratio = th.divergence_ratio;
+  result.first_divergence.reset();
+  result.divergence.reset();
+  result.noise = {};
+  result.floors_used.clear();
+  result.floor_scale = scale;
+  for (CompareRow& r : rows) r.first_divergence = false;
+
+  // Pass 1: every matched row's z (kept on the row) and largest e (here
+  // only), the floors in use, the parameter rows of the whole pair.
+  const auto& table = noise_floor_table();
+  std::vector<bool> used(table.size(), false);
+  std::vector<double> max_e(rows.size(), 0.0);
+  int64_t params = 0, params_differing = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CompareRow& row = rows[i];
+    row.z = std::nullopt;
+    if (row.match != MatchKind::kMatched) continue;
+    const TensorRecord& t = target.rows[static_cast<size_t>(row.target)];
+    const RowError e = row_error(t, bench.rows[static_cast<size_t>(row.bench)], scale);
+    row.z = e.z;
+    max_e[i] = row_max_e(e);
+    used[static_cast<size_t>(e.floor - table.data())] = true;
+    if (is_parameter(t, target.entries)) {
+      ++params;
+      if (e.z > 1) ++params_differing;
+    }
+  }
+  for (size_t k = 0; k < table.size(); ++k)
+    if (used[k]) {
+      NoiseFloor f = table[k];
+      f.aggregate *= scale;
+      f.extreme *= scale;
+      result.floors_used.push_back(f);
+    }
+
+  // Pass 2: the entries in dump order.
+  NoiseSeen seen;
+  std::optional<uint32_t> last_matched;
+  std::vector<uint32_t> unmatched_since;
   for (const auto& [begin, end] : entry_ranges(target, rows)) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
-    bool inputs_fine = true, output_bad = false;
+    double z_in = 0, z_par = 0, z_out = 0, e_entry = 0;
+    size_t row_in = begin, row_par = begin, row_out = begin;
+    int64_t matched = 0;
     for (size_t i = begin; i < end; ++i) {
       const CompareRow& r = rows[i];
       if (r.match != MatchKind::kMatched) continue;
-      const bool bad = r.verdict == Verdict::kError || norm_bad(r, th.warning_pct);
-      if (target.rows[static_cast<size_t>(r.target)].role == Role::kInput) inputs_fine = inputs_fine && !bad;
-      else output_bad = output_bad || bad;
+      ++matched;
+      e_entry = std::max(e_entry, max_e[i]);
+      const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
+      const double z = *r.z;
+      // The first row with the largest z of its group triggers.
+      if (t.role == Role::kOutput) {
+        if (z > z_out) z_out = z, row_out = i;
+      } else if (is_parameter(t, target.entries)) {
+        if (z > z_par) z_par = z, row_par = i;
+      } else if (z > z_in) {
+        z_in = z, row_in = i;
+      }
     }
-    if (inputs_fine && output_bad) {
-      for (size_t i = begin; i < end; ++i) rows[i].first_divergence = true;
-      return entry;
+    if (matched == 0) {
+      unmatched_since.push_back(entry);
+      continue;
+    }
+    uint8_t kinds = 0;
+    if (z_par > 1) kinds |= kParameterCause;
+    if (exceeds(z_out, ratio, std::max(z_in, z_par))) kinds |= kOutputCause;
+    if (exceeds(z_in, ratio, seen.max_z)) kinds |= kUnrecordedInput;
+    if (kinds == 0) {
+      seen.max_z = std::max({seen.max_z, z_in, z_par, z_out});
+      seen.max_e = std::max(seen.max_e, e_entry);
+      seen.rows += matched;
+      last_matched = entry;
+      unmatched_since.clear();
+      continue;
+    }
+    Divergence d;
+    d.entry = entry;
+    d.kinds = kinds;
+    d.row = (kinds & kParameterCause) ? row_par : (kinds & kOutputCause) ? row_out : row_in;
+    d.z_inputs = z_in;
+    d.z_parameters = z_par;
+    d.z_outputs = z_out;
+    d.parameter_rows = params;
+    d.parameter_rows_differing = params_differing;
+    // "Throughout": at least half of them, and more than one (a model with a
+    // single parameter row says nothing about drift).
+    d.parameters_throughout = (kinds & kParameterCause) && params_differing >= 2 && params_differing * 2 >= params;
+    const auto& cols = target.entries;
+    auto error_of = [&](size_t i) {
+      return row_error(target.rows[static_cast<size_t>(rows[i].target)], bench.rows[static_cast<size_t>(rows[i].bench)],
+                       scale);
+    };
+    d.error = error_of(d.row);
+    std::string msg;
+    auto add = [&msg](const std::string& part) { msg += (msg.empty() ? "" : "; ") + part; };
+    if (kinds & kParameterCause) {
+      std::string m = row_label(target.rows[static_cast<size_t>(rows[row_par].target)], cols) + " differs: " +
+                      error_text(error_of(row_par), scale) + "; nothing recorded produced it";
+      if (d.parameters_throughout)
+        m += "; the parameters differ throughout (" + std::to_string(params_differing) + " of " +
+             std::to_string(params) +
+             " parameter rows beyond the floor): the divergence started in an earlier step's update, or the "
+             "loaded weights differ";
+      add(m);
+    }
+    if (kinds & kOutputCause) {
+      const double explained = std::max(z_in, z_par);
+      std::string m = row_label(target.rows[static_cast<size_t>(rows[row_out].target)], cols) + ": " +
+                      error_text(error_of(row_out), scale) + ", ";
+      m += explained == 0 ? "while its inputs agree exactly" : (std::isinf(z_out) ? "beyond its inputs'" : times(z_out / explained) + " its inputs'");
+      add(m);
+    }
+    if (kinds & kUnrecordedInput) {
+      d.last_agreeing = last_matched;
+      d.unmatched_between = unmatched_since;
+      std::string m = row_label(target.rows[static_cast<size_t>(rows[row_in].target)], cols) + ": " +
+                      error_text(error_of(row_in), scale);
+      if (!last_matched && unmatched_since.empty()) {
+        m += ": the model's inputs already differ";
+      } else {
+        if (seen.max_z > 0 && std::isfinite(z_in)) m += ", " + times(z_in / seen.max_z) + " anything recorded before it";
+        m += ": the error came from code that is not recorded";
+        if (last_matched) m += " between " + cols[*last_matched] + " (the last agreeing record) and this call";
+        else m += " before this call";
+        if (!unmatched_since.empty())
+          m += " (or from a call recorded on one side only: " + entry_list(target, unmatched_since) + ")";
+      }
+      add(m);
+    }
+    d.message = std::move(msg);
+    for (size_t i = begin; i < end; ++i) rows[i].first_divergence = true;
+    seen.upstream = true;
+    result.first_divergence = entry;
+    result.divergence = std::move(d);
+    break;
+  }
+  if (!result.divergence) {
+    // The noise over every matched row (an entry's z can stay explained).
+    seen = {};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].z) continue;
+      seen.max_z = std::max(seen.max_z, *rows[i].z);
+      seen.max_e = std::max(seen.max_e, max_e[i]);
+      ++seen.rows;
     }
   }
-  return std::nullopt;
+  result.noise = seen;
+}
+
+void measure_coverage(CompareResult& result) {
+  Coverage& c = result.coverage;
+  c = {};
+  c.target_entries = static_cast<int64_t>(result.target.entries.size());
+  c.bench_entries = static_cast<int64_t>(result.bench.entries.size());
+  c.target_rows = static_cast<int64_t>(result.target.rows.size());
+  c.bench_rows = static_cast<int64_t>(result.bench.rows.size());
+  for (const CompareRow& r : result.rows) c.matched_rows += r.match == MatchKind::kMatched;
+  auto counts = [&c]() {
+    return "(target: " + std::to_string(c.target_entries) + " entries, " + std::to_string(c.target_rows) +
+           " rows; bench: " + std::to_string(c.bench_entries) + " entries, " + std::to_string(c.bench_rows) + " rows)";
+  };
+  if (c.target_entries == 0 && c.bench_entries == 0) {
+    c.problem = "both sides recorded nothing " + counts();
+  } else if (c.target_entries == 0 || c.bench_entries == 0) {
+    c.problem = std::string("the ") + (c.target_entries == 0 ? "target" : "bench") + " recorded nothing " + counts();
+  } else if (c.matched_rows * 2 < std::max(c.target_rows, c.bench_rows)) {
+    const bool target_short = c.target_rows < c.bench_rows;
+    std::string side = c.target_rows == c.bench_rows ? "neither side is shorter, but " : std::string("the ") +
+                       (target_short ? "target" : "bench") + " is short: ";
+    c.problem = side + "only " + std::to_string(c.matched_rows) + " of the " +
+                std::to_string(std::max(c.target_rows, c.bench_rows)) + " rows of the larger side are matched " +
+                counts();
+  }
 }
 
 }  // namespace graphprobe::compare

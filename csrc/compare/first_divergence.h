@@ -1,16 +1,29 @@
 #pragma once
-// Where the target starts to differ. Torch-free.
+// Where the target starts to differ: graphprobe's first divergence (issue
+// 25; docs/formats.md, "First divergence"). msprobe's Result column is not
+// involved: it keeps msprobe's rules. Torch-free.
 //
-// Walks the target's entries in execution order (the dumper lists calls as
-// they complete, children before parents) and returns the first entry whose
-// outputs went bad while its inputs were fine:
-//  * bad output: a matched output row with Result error, or with
-//    NormRelativeErr > warning_pct (NaN counts as bad);
-//  * fine inputs: no matched input row with Result error or with
-//    NormRelativeErr > warning_pct or NaN (an entry without tensor inputs
-//    has fine inputs).
-// Entries whose rows are all unmatched are skipped: there is nothing to
-// judge. The rows of the entry found get first_divergence = true.
+// 1. Each matched row gets a scale-aware error per statistic (RowError::e)
+//    and z = max over statistics of e / noise floor of the bench dtype
+//    (noise_floor.h; Max/Min use the extreme floor, Mean/Norm the aggregate
+//    one; every floor x floor_scale). z > 1: beyond rounding noise. A hard
+//    difference (dtype, shape, a non-tensor value, target NaN/inf while the
+//    bench is finite) is z = inf.
+// 2. An entry's rows are its inputs (arguments), its parameters
+//    ({entry}.parameters.*) and its outputs. Target entries are walked in
+//    dump order (calls as they complete, children before parents); the first
+//    one where any of these holds is the first divergence:
+//    (a) a parameter row has z > 1 (a differing parameter is a cause:
+//        nothing upstream produced it);
+//    (b) an output row has z > 1 and z > R x the largest z of its inputs
+//        and parameters;
+//    (c) an input row has z > 1 and z > R x U, U the largest z over every
+//        matched row of the earlier entries: the error came from code that
+//        is not recorded (or not matched) between the last agreeing record
+//        and this entry.
+//    R = divergence_ratio. Unmatched rows take no part.
+// The rows of the entry found get first_divergence = true; every matched
+// row gets its z.
 
 #include <optional>
 #include <vector>
@@ -19,6 +32,17 @@
 
 namespace graphprobe::compare {
 
-std::optional<uint32_t> find_first_divergence(const Dump& target, std::vector<CompareRow>& rows, const Thresholds& t);
+// The error of one matched pair of records. floor_scale multiplies the floor.
+RowError row_error(const TensorRecord& target, const TensorRecord& bench, double floor_scale);
+
+// Fills rows[i].z, result.divergence, result.first_divergence, result.noise
+// and result.floors_used; marks the rows of the entry found.
+void find_first_divergence(CompareResult& result, const Thresholds& t);
+
+// Fills result.coverage from the dumps and the matched rows.
+void measure_coverage(CompareResult& result);
+
+// "2e-6", "0.1", "30": short numbers for messages.
+std::string short_number(double v);
 
 }  // namespace graphprobe::compare

@@ -11,6 +11,7 @@
 
 #include "compare/dump_reader.h"
 #include "compare/metrics.h"
+#include "compare/noise_floor.h"
 
 namespace graphprobe::compare {
 
@@ -27,8 +28,7 @@ struct Thresholds {
   double input_error_pct = 10.0;   // error rule: every input below this ...
   double output_error_pct = 50.0;  // ... and an output above this
   double warning_ratio = 10.0;     // warning rule: output > ratio x largest input
-  double warning_pct = 10.0;       // ... or above this when the inputs' is 0;
-                                   // also what first-divergence calls "bad"
+  double warning_pct = 10.0;       // ... or above this when the inputs' is 0
   // graphprobe's addition to msprobe's ratio rule: outputs at or below this
   // are rounding noise, whatever the ratio (fp32 kernels that fuse or reorder
   // differ by ~1e-6 relative, i.e. 1e-4 %, with inputs equal to ~1e-8 %).
@@ -38,6 +38,9 @@ struct Thresholds {
   double cosine_drop = 0.1;            // ... and an output's is lower than the lowest input's by more
   double thousandth_input_min = 0.9;   // error: every input One Thousandth Err Ratio > this ...
   double thousandth_output_max = 0.1;  // ... and an output's < this
+  // graphprobe's first divergence (first_divergence.h), not msprobe's:
+  double floor_scale = 1.0;        // multiplies every noise floor (noisier hardware: TF32, HF32)
+  double divergence_ratio = 10.0;  // R: an output (or an input) beyond R x what explains it
 };
 
 // How two tensor dumps are laid out and judged (csv_writer.h, docs/formats.md).
@@ -105,6 +108,11 @@ struct CompareRow {
   MatchKind match = MatchKind::kMatched;
   Verdict verdict = Verdict::kPass;
   bool first_divergence = false;  // row of the first diverging entry
+  // Matched rows: the largest scale-aware error over the statistics divided
+  // by the dtype's noise floor (first_divergence.h); > 1 is beyond rounding
+  // noise, inf for a hard difference (dtype, shape, a value, NaN/inf).
+  // Absent for unmatched rows and rows without statistics.
+  OptDouble z;
   Metrics metrics;
   std::vector<std::string> reasons;
   TensorMetrics tensor;
@@ -115,13 +123,77 @@ struct CompareRow {
   }
 };
 
+// The error of one matched row as the first-divergence rule measures it.
+struct RowError {
+  // Per statistic (Max, Min, Mean, Norm), relative and scale-aware:
+  // |t - b| / max(|b|, RMS of the bench tensor) for Max, Min, Mean;
+  // |t - b| / |b| for Norm. Absent where a side has no number.
+  StatArray e;
+  double z = 0;         // max over statistics of e / floor; inf for a hard difference
+  int worst_stat = -1;  // the statistic giving z; -1 when z is 0 or hard
+  const NoiseFloor* floor = nullptr;  // the bench dtype's row of the table
+  bool floor_assumed = false;         // a floating dtype the table does not name
+  std::string hard;                   // why z is inf whatever the statistics ("dtype differs: ...")
+};
+
+// Bits of Divergence::kinds: why an entry is the first divergence.
+enum DivergenceKind : uint8_t {
+  kParameterCause = 1,    // a parameter differs beyond noise: nothing upstream produced it
+  kOutputCause = 2,       // an output beyond noise and beyond R x its inputs' and parameters'
+  kUnrecordedInput = 4,   // an input beyond noise and R x everything recorded before it
+};
+
+struct Divergence {
+  uint32_t entry = 0;      // index into target.entries
+  uint8_t kinds = 0;       // every DivergenceKind that holds
+  size_t row = 0;          // index into rows of the row that triggered (parameter, else output, else input)
+  RowError error;          // that row's error
+  double z_inputs = 0;     // largest z over the entry's matched input rows (parameters not included)
+  double z_parameters = 0; // ... over its parameter rows
+  double z_outputs = 0;    // ... over its output rows
+  // Kind kUnrecordedInput: the latest earlier entry with a matched row (the
+  // last agreeing record), and the target entries after it without any.
+  std::optional<uint32_t> last_agreeing;
+  std::vector<uint32_t> unmatched_between;
+  // Training drift: matched parameter rows of the pair, and how many have z > 1.
+  int64_t parameter_rows = 0;
+  int64_t parameter_rows_differing = 0;
+  bool parameters_throughout = false;  // a parameter cause, and >= 50 % of them (at least 2) differ
+  std::string message;                 // the one-line explanation compare prints
+};
+
+// The noise the pair shows where it agrees: over the matched rows of the
+// entries before the first divergence, or over every matched row without one.
+struct NoiseSeen {
+  double max_e = 0;  // largest per-statistic error
+  double max_z = 0;  // largest z
+  int64_t rows = 0;  // matched rows looked at
+  bool upstream = false;  // before a first divergence (else: every row)
+};
+
+// How much of each side the compare could pair (issue 25: a side that
+// recorded nothing, or far fewer records, is never a pass).
+struct Coverage {
+  int64_t target_entries = 0, bench_entries = 0;
+  int64_t target_rows = 0, bench_rows = 0;
+  int64_t matched_rows = 0;
+  std::string problem;  // empty when fine: "target recorded nothing ...", "target is short ..."
+};
+
 struct CompareResult {
   Dump target;
   Dump bench;
   // Target rows in execution order, then bench-only rows in bench order.
   std::vector<CompareRow> rows;
-  // Index into target.entries of the first diverging entry.
+  // Index into target.entries of the first diverging entry (= divergence->entry).
   std::optional<uint32_t> first_divergence;
+  std::optional<Divergence> divergence;
+  NoiseSeen noise;
+  Coverage coverage;
+  // The floors the matched floating rows used, one per table row seen, in
+  // table order, already multiplied by floor_scale.
+  std::vector<NoiseFloor> floors_used;
+  double floor_scale = 1.0;
   // Rows per Result; the kUnmatched slot counts every row without a partner
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};

@@ -15,6 +15,8 @@
 #include "compare/csv_writer.h"
 #include "compare/digest.h"
 #include "compare/engine.h"
+#include "compare/first_divergence.h"
+#include "compare/noise_floor.h"
 #include "fs/atomic_file.h"
 
 namespace py = pybind11;
@@ -80,6 +82,34 @@ struct RowView {
   const gc::Dump& any_dump() const { return target() ? result->target : result->bench; }
 };
 
+const char* kStatNames[gc::kNumStats] = {"Max", "Min", "Mean", "Norm"};
+
+// A RowError as Python sees it: per-statistic errors, z, the floor used.
+py::dict row_error_dict(const gc::RowError& e, double floor_scale) {
+  py::dict d;
+  d["errors"] = quad(e.e);
+  d["z"] = e.z;
+  d["worst_stat"] = e.worst_stat >= 0 ? py::object(py::str(kStatNames[e.worst_stat])) : py::object(py::none());
+  d["floor_name"] = e.floor ? e.floor->name : "";
+  d["floor_assumed"] = e.floor_assumed;
+  d["floor_aggregate"] = e.floor ? e.floor->aggregate * floor_scale : 0.0;
+  d["floor_extreme"] = e.floor ? e.floor->extreme * floor_scale : 0.0;
+  std::optional<double> used;
+  if (e.floor && e.worst_stat >= 0)
+    used = (e.worst_stat == gc::kMax || e.worst_stat == gc::kMin ? e.floor->extreme : e.floor->aggregate) * floor_scale;
+  d["floor"] = used;
+  d["hard"] = non_empty(e.hard);
+  return d;
+}
+
+py::list kind_names(uint8_t kinds) {
+  py::list out;
+  if (kinds & gc::kParameterCause) out.append("parameter");
+  if (kinds & gc::kOutputCause) out.append("output");
+  if (kinds & gc::kUnrecordedInput) out.append("unrecorded-input");
+  return out;
+}
+
 template <typename F>
 auto side(const gc::TensorRecord* r, F f) -> std::optional<decltype(f(*r))> {
   if (!r) return std::nullopt;
@@ -100,21 +130,22 @@ PYBIND11_MODULE(_compare, m) {
       .def(py::init([](bool fuzzy, double input_error_pct, double output_error_pct, double warning_ratio,
                        double warning_pct, double noise_pct, double cosine_input_min, double cosine_drop,
                        double thousandth_input_min, double thousandth_output_max, bool graphprobe_verdicts,
-                       const std::string& tensor_layout) {
+                       const std::string& tensor_layout, double floor_scale, double divergence_ratio) {
              gc::CompareOptions o;
              o.fuzzy = fuzzy;
              o.graphprobe_verdicts = graphprobe_verdicts;
              o.tensor_layout = parse_layout(tensor_layout);
              o.thresholds = {input_error_pct, output_error_pct,    warning_ratio,        warning_pct,
                              noise_pct,       cosine_input_min,    cosine_drop,          thousandth_input_min,
-                             thousandth_output_max};
+                             thousandth_output_max, floor_scale,       divergence_ratio};
              return o;
            }),
            py::kw_only(), py::arg("fuzzy") = false, py::arg("input_error_pct") = 10.0,
            py::arg("output_error_pct") = 50.0, py::arg("warning_ratio") = 10.0, py::arg("warning_pct") = 10.0,
            py::arg("noise_pct") = 0.001, py::arg("cosine_input_min") = 0.9, py::arg("cosine_drop") = 0.1,
            py::arg("thousandth_input_min") = 0.9, py::arg("thousandth_output_max") = 0.1,
-           py::arg("graphprobe_verdicts") = false, py::arg("tensor_layout") = "msprobe")
+           py::arg("graphprobe_verdicts") = false, py::arg("tensor_layout") = "msprobe",
+           py::arg("floor_scale") = 1.0, py::arg("divergence_ratio") = 10.0)
       .def_readwrite("fuzzy", &gc::CompareOptions::fuzzy)
       .def_property_readonly("tensor_layout", [](const gc::CompareOptions& o) { return layout_name(o.tensor_layout); },
                              "Tensor dumps: 'msprobe' (its real-data CSV and rules) or 'graphprobe' (the statistics "
@@ -131,7 +162,11 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("thousandth_input_min",
                              [](const gc::CompareOptions& o) { return o.thresholds.thousandth_input_min; })
       .def_property_readonly("thousandth_output_max",
-                             [](const gc::CompareOptions& o) { return o.thresholds.thousandth_output_max; });
+                             [](const gc::CompareOptions& o) { return o.thresholds.thousandth_output_max; })
+      .def_property_readonly("floor_scale", [](const gc::CompareOptions& o) { return o.thresholds.floor_scale; },
+                             "Multiplies every noise floor of the first-divergence rule.")
+      .def_property_readonly("divergence_ratio", [](const gc::CompareOptions& o) { return o.thresholds.divergence_ratio; },
+                             "R of the first-divergence rule.");
 
   py::class_<RowView>(m, "Row", "One compare row (one tensor); stats are (Max, Min, Mean, Norm).")
       .def_property_readonly("index", [](const RowView& v) { return v.index; }, "Position in CompareResult.rows.")
@@ -147,6 +182,18 @@ PYBIND11_MODULE(_compare, m) {
       .def_property_readonly("result", [](const RowView& v) { return gc::verdict_name(v.row().verdict); })
       .def_property_readonly("reasons", [](const RowView& v) { return v.row().reasons; })
       .def_property_readonly("first_divergence", [](const RowView& v) { return v.row().first_divergence; })
+      .def_property_readonly("z", [](const RowView& v) -> std::optional<double> { return v.row().z; },
+                             "Matched rows: largest scale-aware error / noise floor (> 1: beyond rounding noise; "
+                             "inf: a hard difference); None otherwise.")
+      .def_property_readonly("error",
+                             [](const RowView& v) -> py::object {
+                               if (!v.target() || !v.bench()) return py::none();
+                               return row_error_dict(gc::row_error(*v.target(), *v.bench(), v.result->floor_scale),
+                                                     v.result->floor_scale);
+                             },
+                             "Matched rows: the first-divergence error as a dict (errors per statistic (Max, Min, "
+                             "Mean, Norm), z, worst_stat, floor_name, floor, floor_aggregate, floor_extreme, hard); "
+                             "None otherwise.")
       .def_property_readonly("target_dtype", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.dtype; }); })
       .def_property_readonly("bench_dtype", [](const RowView& v) { return side(v.bench(), [](auto& r) { return r.dtype; }); })
       .def_property_readonly("target_shape", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.shape; }); })
@@ -249,6 +296,73 @@ PYBIND11_MODULE(_compare, m) {
                              "Entry name of the first divergence, or None.")
       .def_property_readonly("first_divergence_index",
                              [](const gc::CompareResult& r) -> std::optional<uint32_t> { return r.first_divergence; })
+      .def_property_readonly(
+          "divergence",
+          [](const std::shared_ptr<gc::CompareResult>& r) -> py::object {
+            if (!r->divergence) return py::none();
+            const gc::Divergence& d = *r->divergence;
+            py::dict out;
+            out["entry"] = r->target.entries[d.entry];
+            out["entry_index"] = d.entry;
+            out["kinds"] = kind_names(d.kinds);
+            const gc::CompareRow& row = r->rows[d.row];
+            out["row"] = r->target.rows[static_cast<size_t>(row.target)].name;
+            out["row_index"] = d.row;
+            out["error"] = row_error_dict(d.error, r->floor_scale);
+            out["z_inputs"] = d.z_inputs;
+            out["z_parameters"] = d.z_parameters;
+            out["z_outputs"] = d.z_outputs;
+            out["last_agreeing"] = d.last_agreeing ? py::object(py::str(r->target.entries[*d.last_agreeing]))
+                                                   : py::object(py::none());
+            py::list between;
+            for (uint32_t e : d.unmatched_between) between.append(r->target.entries[e]);
+            out["unmatched_between"] = between;
+            out["parameter_rows"] = d.parameter_rows;
+            out["parameter_rows_differing"] = d.parameter_rows_differing;
+            out["parameters_throughout"] = d.parameters_throughout;
+            out["message"] = d.message;
+            return out;
+          },
+          "The first divergence, or None: entry, entry_index, kinds (of 'parameter', 'output', "
+          "'unrecorded-input'), row (the name of the row that triggered), row_index, error (that row's, as "
+          "Row.error), z_inputs / z_parameters / z_outputs (largest z of the entry's rows of each role), "
+          "last_agreeing and unmatched_between (kind unrecorded-input), parameter_rows, "
+          "parameter_rows_differing, parameters_throughout, message.")
+      .def_property_readonly(
+          "noise",
+          [](const gc::CompareResult& r) {
+            py::dict d;
+            d["max_e"] = r.noise.max_e;
+            d["max_z"] = r.noise.max_z;
+            d["rows"] = r.noise.rows;
+            d["upstream"] = r.noise.upstream;
+            return d;
+          },
+          "The noise where the pair agrees: largest per-statistic error (max_e) and z (max_z) over the matched rows "
+          "before the first divergence (upstream True), or over every matched row when there is none.")
+      .def_property_readonly(
+          "coverage",
+          [](const gc::CompareResult& r) {
+            const gc::Coverage& c = r.coverage;
+            py::dict d;
+            d["target_entries"] = c.target_entries;
+            d["bench_entries"] = c.bench_entries;
+            d["target_rows"] = c.target_rows;
+            d["bench_rows"] = c.bench_rows;
+            d["matched_rows"] = c.matched_rows;
+            d["problem"] = non_empty(c.problem);
+            return d;
+          },
+          "Entries and rows of each side, matched rows, and problem: why a side counts as empty or short, or None.")
+      .def_property_readonly(
+          "floors_used",
+          [](const gc::CompareResult& r) {
+            std::vector<std::tuple<std::string, double, double>> out;
+            for (const auto& f : r.floors_used) out.emplace_back(f.name, f.aggregate, f.extreme);
+            return out;
+          },
+          "(table row, aggregate floor, extreme floor) for each row of the noise-floor table the matched rows used, "
+          "floor_scale applied.")
       .def("entry_summaries",
            [](const gc::CompareResult& r) {
              std::vector<std::tuple<std::optional<double>, const char*, bool>> out;
@@ -298,6 +412,18 @@ PYBIND11_MODULE(_compare, m) {
       py::call_guard<py::gil_scoped_release>(),
       "Compares two dump.json files. Raises DumpFormatError (a ValueError) for malformed files and "
       "DumpReadError (an OSError) for unreadable ones.");
+  m.def(
+      "noise_floor_table",
+      []() {
+        std::vector<std::tuple<std::string, std::string, double, double>> out;
+        for (const auto& f : gc::noise_floor_table()) out.emplace_back(f.name, f.dtypes, f.aggregate, f.extreme);
+        return out;
+      },
+      "The first-divergence rule's noise floors: (name, dtypes covered, aggregate floor for Mean and Norm, extreme "
+      "floor for Max and Min), relative errors, before floor_scale.");
+  m.def("noise_floor_for",
+        [](const std::string& dtype, bool is_tensor) { return std::string(gc::noise_floor_for(dtype, is_tensor).name); },
+        py::arg("dtype"), py::arg("is_tensor") = true, "The noise-floor table row a dtype (as dumps write it) uses.");
   m.def(
       "csv_header",
       [](bool tensor_columns, const std::string& tensor_layout) {

@@ -7,6 +7,8 @@ Example::
     run = compare("dump_compiled", "dump_eager", "compare_out")
     for o in run.outcomes:
         print(o.pair.label, o.counts, o.first_divergence, o.csv_path)
+        if o.divergence:
+            print(o.divergence.kinds, o.divergence.message)
 
 Works with the dumps only: neither torch nor graphprobe's engine is imported
 for statistics dumps. When both dumps of a pair are tensor dumps (records with
@@ -22,6 +24,15 @@ the files go to ``{output_dir}/step{N}/``, otherwise to ``output_dir``.
 Existing files are never replaced: when a name is taken (another compare in
 the same second), ``_{k}`` is appended to the timestamp.
 Pairs are compared in parallel worker processes.
+
+The first divergence (``PairOutcome.first_divergence`` and ``.divergence``)
+is graphprobe's, not msprobe's: the first entry, in execution order, whose
+parameters differ beyond rounding noise, whose outputs differ beyond noise
+and beyond what its inputs and parameters explain, or whose inputs differ
+although everything recorded before agrees (the error came from code that is
+not recorded). The noise floor is per dtype (``noise_floor_table()``, scaled
+by ``floor_scale``); the rule is in docs/formats.md ("First divergence").
+msprobe's Result column keeps msprobe's rules.
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ __all__ = [
     "Unpaired",
     "compare",
     "compare_pair",
+    "noise_floor_table",
 ]
 
 
@@ -63,7 +75,6 @@ class Thresholds:
       above ``output_error_pct``;
     * warning when an output is above ``warning_ratio`` times the largest
       input, or above ``warning_pct`` when that is 0;
-    * ``warning_pct`` is also what the first-divergence search calls bad;
     * outputs at or below ``noise_pct`` never get the ratio warning: that is
       rounding noise (graphprobe's addition, applied only with
       ``graphprobe_verdicts=True``; msprobe flags it).
@@ -99,6 +110,21 @@ def _engine():  # type: ignore[no-untyped-def]
     from graphprobe import _compare
 
     return _compare
+
+
+def noise_floor_table() -> list[tuple[str, str, float, float]]:
+    """The first-divergence rule's noise floors, one row per dtype class:
+    (name, dtypes covered, floor of Mean and Norm, floor of Max and Min), as
+    relative errors before ``floor_scale``. The table lives in C++
+    (csrc/compare/noise_floor.cpp); docs/formats.md prints it."""
+    return list(_engine().noise_floor_table())
+
+
+def _check_divergence_options(floor_scale: float, divergence_ratio: float) -> None:
+    if not (isinstance(floor_scale, (int, float)) and 0 < floor_scale < float("inf")):
+        raise ValueError(f"floor_scale: got {floor_scale!r}; allowed: a finite number > 0")
+    if not (isinstance(divergence_ratio, (int, float)) and 0 <= divergence_ratio < float("inf")):
+        raise ValueError(f"divergence_ratio: got {divergence_ratio!r}; allowed: a finite number >= 0")
 
 
 def _folder(pair: Pair, output_dir: Path, by_step: bool) -> Path:
@@ -144,16 +170,18 @@ def compare_pair(
     top: int = 10,
     graphprobe_verdicts: bool = False,
     tensor_layout: str = "msprobe",
+    floor_scale: float = 1.0,
+    divergence_ratio: float = 10.0,
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
     one bad rank does not hide the others."""
-    from graphprobe.compare.outcome import digest_rows, report_rows
+    from graphprobe.compare.outcome import digest_divergence, digest_rows, report_rows
     from graphprobe.compare.report import ROW_LIMIT, render_html
 
     eng = _engine()
     options = eng.CompareOptions(fuzzy=fuzzy, graphprobe_verdicts=graphprobe_verdicts, tensor_layout=tensor_layout,
-                                 **asdict(thresholds))
+                                 floor_scale=floor_scale, divergence_ratio=divergence_ratio, **asdict(thresholds))
     try:
         result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
@@ -165,6 +193,7 @@ def compare_pair(
     make_dirs(csv_path.parent)
     result.write_csv(str(csv_path))
     worst, points = digest_rows(result, top)
+    divergence, noise, coverage, floors_used = digest_divergence(result)
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
     # The page lists at most ROW_LIMIT rows: take them, then free the records
     # before the page is built.
@@ -193,6 +222,10 @@ def compare_pair(
         first_divergence_index=next((p.index for p in points if p.first_divergence), None),
         worst=tuple(worst),
         notes=notes,
+        divergence=divergence,
+        noise=noise,
+        coverage=coverage,
+        floors_used=floors_used,
     )
 
 
@@ -209,6 +242,8 @@ def compare(
     progress: bool = True,
     graphprobe_verdicts: bool = False,
     tensor_layout: str = "msprobe",
+    floor_scale: float = 1.0,
+    divergence_ratio: float = 10.0,
 ) -> CompareRun:
     """Compares TARGET (the run under test) against BENCH (the reference).
 
@@ -230,13 +265,21 @@ def compare(
             "graphprobe" writes the statistics CSV with the tensor columns
             appended and judges by the statistics rules plus graphprobe's
             tensor rules (:mod:`graphprobe.compare.tensors`).
+        floor_scale: multiplies every noise floor of the first-divergence
+            rule (default 1; e.g. 10 for hardware that computes float32
+            matmuls in TF32/HF32).
+        divergence_ratio: R of the first-divergence rule: an output must be
+            beyond R times its inputs' and parameters' error, an input beyond
+            R times everything recorded before it (default 10).
 
     Raises:
         PairingError: TARGET/BENCH are not dumps or cannot be paired.
+        ValueError: an option out of range.
     A dump that cannot be read is reported in its ``PairOutcome.error``.
     """
     if tensor_layout not in TENSOR_LAYOUTS:
         raise ValueError(f"tensor_layout: got {tensor_layout!r}; allowed: {', '.join(TENSOR_LAYOUTS)}")
+    _check_divergence_options(floor_scale, divergence_ratio)
     for what, path in (("TARGET", target), ("BENCH", bench), ("output_dir", output_dir)):
         check_path_text(what, path)
     pairing: Pairing = pair_paths(target, bench)
@@ -247,7 +290,7 @@ def compare(
     for p in pairing.pairs:
         tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.rank, stamp, html)))
     kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts,
-                  tensor_layout=tensor_layout)
+                  tensor_layout=tensor_layout, floor_scale=floor_scale, divergence_ratio=divergence_ratio)
     bar = ProgressBar(len(tasks), enabled=progress)
     workers = min(len(tasks), jobs if jobs else (os.cpu_count() or 1))
     outcomes: list[PairOutcome] = []

@@ -4,8 +4,9 @@ Exit codes: 0 done (whatever the verdicts, unless --fail-on says otherwise),
 1 when --fail-on triggers, 2 for a usage or input error (a path that is not a
 dump, a dump that cannot be read; the message goes to stderr).
 
---fail-on error: any row with Result error, or a pair in which nothing was
-compared (every row unmatched). --fail-on unmatched: also any unmatched row or
+--fail-on error: any row with Result error, a first divergence (graphprobe's
+noise-aware rule), a pair in which nothing was compared (every row unmatched),
+or a side that recorded nothing or far fewer records than the other. --fail-on unmatched: also any unmatched row or
 step/rank without a partner. --fail-on warning: also any row with Result
 warning -- everything that is not a clean pass. Why it failed goes to stderr.
 Everything printed passes through terminal_safe: names read from a dump cannot
@@ -36,6 +37,13 @@ def _pct(text: str) -> float:
     return v
 
 
+def _positive(text: str) -> float:
+    v = _pct(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return v
+
+
 _count = int_at_least(0)
 
 
@@ -52,8 +60,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default="compare_output", help="output folder (default: %(default)s)")
     p.add_argument("--fuzzy", action="store_true", help="match rows ignoring call indices, in execution order")
     p.add_argument("--fail-on", choices=FAIL_ON_LEVELS,
-                   help="exit with 1 on: error (error rows, or nothing compared); unmatched (also unmatched rows, "
-                        "steps/ranks without a partner); warning (also warning rows)")
+                   help="exit with 1 on: error (error rows, a first divergence, nothing compared, a side empty or "
+                        "short); unmatched (also unmatched rows, steps/ranks without a partner); warning (also "
+                        "warning rows)")
     p.add_argument("--input-error-pct", type=_pct, default=10.0, metavar="PCT",
                    help="error rule: every input NormRelativeErr below this (default: %(default)s)")
     p.add_argument("--output-error-pct", type=_pct, default=50.0, metavar="PCT",
@@ -61,7 +70,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--warning-ratio", type=_pct, default=10.0, metavar="X",
                    help="warning rule: output above X times the largest input (default: %(default)s)")
     p.add_argument("--warning-pct", type=_pct, default=10.0, metavar="PCT",
-                   help="warning rule when inputs are exact; first-divergence threshold (default: %(default)s)")
+                   help="warning rule when inputs are exact (default: %(default)s)")
+    p.add_argument("--floor-scale", type=_positive, default=1.0, metavar="X",
+                   help="first divergence: multiply every noise floor by X, for hardware noisier than the defaults "
+                        "assume (TF32, HF32; the floors are in docs/formats.md) (default: %(default)s)")
+    p.add_argument("--divergence-ratio", type=_pct, default=10.0, metavar="R",
+                   help="first divergence: an output must differ R times more than its inputs and parameters, an "
+                        "input R times more than everything recorded before it (default: %(default)s)")
     p.add_argument("--graphprobe-verdicts", action="store_true",
                    help="let graphprobe's additions decide Result: rows without a partner are 'unmatched' and "
                         "--noise-pct applies (default: Result is msprobe's verdict)")
@@ -111,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             graphprobe_verdicts=args.graphprobe_verdicts,
             tensor_layout=args.tensor_layout,
+            floor_scale=args.floor_scale,
+            divergence_ratio=args.divergence_ratio,
         )
     except (PairingError, OSError) as e:
         print(terminal_safe(f"graphprobe compare: error: {e}"), file=sys.stderr)

@@ -2,8 +2,13 @@
 
 The levels nest, each failing on everything the previous one fails on:
 
-* ``error``: a row with Result error, or a pair in which nothing was
-  compared (no row matched: two different models, or an empty dump);
+* ``error``: a row with Result error; a first divergence of any kind
+  (graphprobe's noise-aware rule: a parameter, an output or an input that
+  differs beyond rounding noise and beyond what is upstream, see
+  docs/formats.md); a pair in which nothing was compared (no row matched:
+  two different models, or empty dumps); a side that recorded nothing or far
+  fewer records than the other (fewer than half of the larger side's rows
+  matched);
 * ``unmatched``: also any unmatched row, and any step or rank without a partner;
 * ``warning``: also any row with Result warning (everything but a clean pass).
 """
@@ -31,6 +36,12 @@ def gate_reasons(run: CompareRun, level: str) -> list[str]:
             unmatched = o.counts.get("unmatched", 0)
             why = f"all {unmatched} rows are unmatched (different models? try --fuzzy)" if unmatched else "both dumps are empty"
             reasons.append(f"{o.pair.label}: nothing was compared: {why}")
+            if o.coverage is not None and o.coverage.problem and unmatched:
+                reasons.append(f"{o.pair.label}: {o.coverage.problem}")
+        elif o.coverage is not None and o.coverage.problem:
+            reasons.append(f"{o.pair.label}: {o.coverage.problem}")
+        if o.divergence is not None:
+            reasons.append(f"{o.pair.label}: first divergence at {o.divergence.entry}: {o.divergence.message}")
     checks = [("error", "error", 0), ("unmatched", "unmatched", 1), ("warning", "warning", 2)]
     for verdict, shown, needs in checks:
         total = run.total(verdict)

@@ -12,7 +12,20 @@ from typing import Any
 
 from graphprobe.compare.pairing import Pair, Unpaired
 
-__all__ = ["CompareRun", "EntryPoint", "PairOutcome", "RowDigest", "SEVERITY", "digest_rows", "report_rows", "row_digest"]
+__all__ = [
+    "CompareRun",
+    "Coverage",
+    "Divergence",
+    "EntryPoint",
+    "Noise",
+    "PairOutcome",
+    "RowDigest",
+    "SEVERITY",
+    "digest_divergence",
+    "digest_rows",
+    "report_rows",
+    "row_digest",
+]
 
 # Order used to rank rows and entries; unmatched rows are not "worse" than an
 # error, and an entry is unmatched only when all its rows are.
@@ -49,6 +62,70 @@ class EntryPoint:
 
 
 @dataclass(frozen=True)
+class Divergence:
+    """Why an entry is the first divergence (docs/formats.md, "First divergence").
+
+    ``kinds`` holds every kind that applies: ``parameter`` (a parameter
+    differs beyond noise: a cause of its own), ``output`` (an output beyond
+    noise and beyond ``divergence_ratio`` times its inputs' and parameters'),
+    ``unrecorded-input`` (an input beyond noise and beyond the ratio times
+    everything recorded before it: the error came from code that is not
+    recorded, between ``last_agreeing`` and this entry). ``row`` is the row
+    that triggered (parameter, else output, else input); ``errors`` its
+    scale-aware relative error per statistic (Max, Min, Mean, Norm), ``z``
+    the largest of them over the noise floor ``floor`` of its dtype's table
+    row ``floor_name`` (``hard``: a dtype, shape or value difference, z inf).
+    """
+
+    entry: str
+    entry_index: int
+    kinds: tuple[str, ...]
+    row: str
+    message: str
+    z: float
+    errors: tuple[float | None, ...] = ()
+    worst_stat: str | None = None
+    floor_name: str = ""
+    floor: float | None = None
+    hard: str | None = None
+    z_inputs: float = 0.0
+    z_parameters: float = 0.0
+    z_outputs: float = 0.0
+    last_agreeing: str | None = None
+    unmatched_between: tuple[str, ...] = ()
+    parameter_rows: int = 0
+    parameter_rows_differing: int = 0
+    # A parameter cause while most parameters differ: an earlier step's
+    # update (or the loaded weights) differ.
+    parameters_throughout: bool = False
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise a pair shows where it agrees: the largest scale-aware error
+    (``max_e``) and z over ``rows`` matched rows, those before the first
+    divergence (``upstream``) or all of them when there is none."""
+
+    max_e: float = 0.0
+    max_z: float = 0.0
+    rows: int = 0
+    upstream: bool = False
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of each side was paired; ``problem`` says why a side counts
+    as empty or short (never a pass), None when fine."""
+
+    target_entries: int = 0
+    bench_entries: int = 0
+    target_rows: int = 0
+    bench_rows: int = 0
+    matched_rows: int = 0
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class PairOutcome:
     """What comparing one pair produced; ``error`` is set instead of the rest
     when a dump could not be read."""
@@ -66,6 +143,13 @@ class PairOutcome:
     error: str | None = None
     # What the reader had to decide about the dumps (duplicate keys ...).
     notes: tuple[str, ...] = ()
+    # graphprobe's first divergence in full (None when there is none), the
+    # noise where the pair agrees, how much of each side was paired, and the
+    # noise floors used: (table row, Mean/Norm floor, Max/Min floor).
+    divergence: Divergence | None = None
+    noise: Noise | None = None
+    coverage: Coverage | None = None
+    floors_used: tuple[tuple[str, float, float], ...] = ()
 
 
 @dataclass
@@ -114,6 +198,25 @@ def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint
     # compare's digest stays small next to its records (issue 17).
     points = result.entry_points(EntryPoint)
     return worst, points
+
+
+def digest_divergence(result: Any) -> tuple[Divergence | None, Noise, Coverage, tuple[tuple[str, float, float], ...]]:
+    """The first divergence, the noise, the coverage and the floors used of an
+    engine result, as picklable values."""
+    d = result.divergence
+    divergence = None
+    if d is not None:
+        e = d["error"]
+        divergence = Divergence(
+            entry=d["entry"], entry_index=d["entry_index"], kinds=tuple(d["kinds"]), row=d["row"],
+            message=d["message"], z=e["z"], errors=tuple(e["errors"]), worst_stat=e["worst_stat"],
+            floor_name=e["floor_name"], floor=e["floor"], hard=e["hard"], z_inputs=d["z_inputs"],
+            z_parameters=d["z_parameters"], z_outputs=d["z_outputs"], last_agreeing=d["last_agreeing"],
+            unmatched_between=tuple(d["unmatched_between"]), parameter_rows=d["parameter_rows"],
+            parameter_rows_differing=d["parameter_rows_differing"], parameters_throughout=d["parameters_throughout"])
+    noise = Noise(**result.noise)
+    coverage = Coverage(**result.coverage)
+    return divergence, noise, coverage, tuple(tuple(f) for f in result.floors_used)  # type: ignore[misc]
 
 
 def report_rows(result: Any, limit: int) -> list[RowDigest]:

@@ -2,24 +2,97 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import TextIO
 
 from graphprobe._text import terminal_safe
 from graphprobe.compare.numbers import short_pct, shorten_numbers
-from graphprobe.compare.outcome import CompareRun
+from graphprobe.compare.outcome import CompareRun, PairOutcome
 
-__all__ = ["ProgressBar", "cross_rank_lines", "format_summary"]
+__all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary", "short_number"]
 
 _RESULTS = ("pass", "warning", "error", "unmatched")
 WORST_ORDER = "by verdict (error, warning, pass), then by NormRelativeErr, largest first"
 
 
+_DIVERGENCE_PAIRS = 8  # pairs whose first divergence is explained in full; the rest are in the table
+
+
+def short_number(v: float) -> str:
+    """Two significant digits, an exponent below 1e-3 (``2e-6``), as the
+    engine's messages and the noise-floor table write numbers."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if v == 0:
+        return "0"
+    text = f"{v:.1e}" if abs(v) < 1e-3 else f"{v:.2g}"
+    if "e" not in text:
+        return text
+    mant, exp = text.split("e")
+    if mant.endswith(".0"):
+        mant = mant[:-2]
+    return f"{mant}e{int(exp)}"
+
+
+def _noise_text(o: PairOutcome) -> str:
+    n = o.noise
+    if n is None:
+        return ""
+    where = "noise upstream" if n.upstream else "noise seen"
+    if n.rows == 0:
+        return f"{where}: none (no matched row before it)" if n.upstream else f"{where}: no matched row"
+    return f"{where}: max {short_number(n.max_e)} ({short_number(n.max_z)}x the floor) over {n.rows} rows"
+
+
+def divergence_lines(run: CompareRun) -> list[str]:
+    """Per pair: the first divergence with its explanation and the noise
+    upstream (or the noise seen when there is none), a side that is empty or
+    short, the noise floors used, and for training runs the first step whose
+    parameters differ."""
+    # Outcomes made by the engine carry a noise digest; hand-made ones may not.
+    read = [o for o in run.outcomes if o.error is None and o.noise is not None]
+    if not read:
+        return []
+    lines: list[str] = [""]
+    single = len(read) == 1
+    shown = [o for o in read if o.divergence is not None or (o.coverage and o.coverage.problem)] or read[:1]
+    for o in shown[:_DIVERGENCE_PAIRS]:
+        who = "" if single else f"  {o.pair.label}: "
+        if o.coverage is not None and o.coverage.problem:
+            lines.append(f"{who}NOT A PASS: {o.coverage.problem}")
+        if o.divergence is not None:
+            d = o.divergence
+            lines.append(f"{who}first divergence: {d.entry} ({d.message}); {_noise_text(o)}")
+        else:
+            lines.append(f"{who}first divergence: none; {_noise_text(o)}")
+    if len(shown) > _DIVERGENCE_PAIRS:
+        lines.append(f"  ({len(shown) - _DIVERGENCE_PAIRS} more pairs diverge or are short: see the table and "
+                     "their CSV)")
+    floors: dict[str, tuple[float, float]] = {}
+    for o in read:
+        for name, aggregate, extreme in o.floors_used:
+            floors.setdefault(name, (aggregate, extreme))
+    if floors:
+        lines.append("noise floors (relative error; Mean/Norm, Max/Min): " + ", ".join(
+            f"{name} {short_number(a)}/{short_number(e)}" for name, (a, e) in floors.items()))
+    drifted = sorted((o for o in read if o.pair.step is not None and o.divergence is not None
+                      and "parameter" in o.divergence.kinds), key=lambda o: (o.pair.step, o.pair.rank))
+    if drifted and any(o.divergence and o.divergence.parameters_throughout for o in drifted):
+        first = drifted[0]
+        lines.append(f"parameters differ from step{first.pair.step} on ({first.pair.label} first): the divergence "
+                     "started in an earlier step's update, or in the weights loaded")
+    return lines
+
+
 def format_summary(run: CompareRun, top: int) -> str:
     """One table (counts per verdict and the first divergence of each pair),
-    the ``top`` worst rows of the first pair that diverges (of the first pair
-    when none does), where the files are, and what had no partner."""
+    what each first divergence is and the noise around it, the ``top`` worst
+    rows of the first pair that diverges (of the first pair when none does),
+    where the files are, and what had no partner."""
     lines: list[str] = []
     width = max([len(o.pair.label) for o in run.outcomes] + [4])
     lines.append(f"{'pair':<{width}}  " + "  ".join(f"{r:>9}" for r in _RESULTS) + "  first divergence")
@@ -29,6 +102,7 @@ def format_summary(run: CompareRun, top: int) -> str:
             continue
         counts = "  ".join(f"{o.counts.get(r, 0):>9}" for r in _RESULTS)
         lines.append(f"{o.pair.label:<{width}}  {counts}  {o.first_divergence or '-'}")
+    lines.extend(divergence_lines(run))
     lines.extend(cross_rank_lines(run))
     lines.extend(_worst_lines(run, top))
     lines.extend(_file_lines(run))

@@ -1,0 +1,34 @@
+#pragma once
+// The rounding noise two correct runs of one model may show, per dtype: the
+// one table the first-divergence rule, the Python API, compare's summary and
+// docs/formats.md ("Noise floor") all read. Torch-free.
+//
+// Two classes of statistic: aggregate ones (Mean, Norm: sums over every
+// element, where rounding errors average out) and extreme ones (Max, Min:
+// one element, which a one-ulp difference in a fused or reordered kernel
+// moves by a full ulp of its dtype). Values are relative errors (not %),
+// as the scale-aware error of first_divergence.h measures them.
+
+#include <string_view>
+#include <vector>
+
+namespace graphprobe::compare {
+
+struct NoiseFloor {
+  const char* name;      // "float32", "exact", ...: what compare prints
+  const char* dtypes;    // the dtypes the row covers, for docs and --help
+  double aggregate;      // Mean, Norm
+  double extreme;        // Max, Min
+};
+
+// The table, most precise first; the last row ("exact") is integers, bool
+// and non-tensor values: any difference counts.
+const std::vector<NoiseFloor>& noise_floor_table();
+
+// The row for a record's dtype as the dump writes it ("torch.bfloat16",
+// numpy's "float16", "<class 'int'>"). A floating dtype the table does not
+// name (float8_e8m0fnu, a backend's own) gets the float32 row; *assumed is
+// then set, so that messages can say so.
+const NoiseFloor& noise_floor_for(std::string_view dtype, bool is_tensor, bool* assumed = nullptr);
+
+}  // namespace graphprobe::compare
