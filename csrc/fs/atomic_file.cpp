@@ -62,11 +62,28 @@ void make_dirs(const std::string& path) {
   if (!S_ISDIR(st.st_mode)) fail("use as a folder", path, ENOTDIR);
 }
 
+std::string temporary_name(const std::string& path, uint64_t n) {
+  const std::string suffix = ".tmp." + std::to_string(::getpid()) + "." + std::to_string(n);
+  const auto slash = path.find_last_of('/');
+  const size_t name_start = slash == std::string::npos ? 0 : slash + 1;
+  const size_t room = kNameMax - suffix.size();
+  if (path.size() - name_start <= room) return path + suffix;
+  // A final name near NAME_MAX (legal) leaves no room for the suffix: cut
+  // it, never inside a UTF-8 character, so the temporary name stays legal.
+  size_t end = name_start + room;
+  size_t start = end - 1;
+  while (start > name_start && (static_cast<unsigned char>(path[start]) & 0xC0) == 0x80) --start;
+  const auto lead = static_cast<unsigned char>(path[start]);
+  const size_t size = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  if (end - start < size) end = start;
+  return path.substr(0, end) + suffix;
+}
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   // A per-process counter keeps temporary names unique across threads; the
   // pid keeps them unique across ranks writing into one folder.
   static std::atomic<uint64_t> counter{0};
-  tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  tmp_ = temporary_name(path_, counter++);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode);
   if (fd_ < 0) fail("create", tmp_, errno);
 }

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -25,6 +26,14 @@ constexpr mode_t kFileMode = 0640;
 
 // mkdir -p with kDirMode for the folders it creates.
 void make_dirs(const std::string& path);
+
+// The longest file name (bytes) Linux file systems take.
+constexpr size_t kNameMax = 255;
+
+// The temporary name of `path`'s n-th AtomicFile in this process: beside it,
+// `path` + ".tmp.<pid>.<n>", the final name cut (on a UTF-8 character
+// boundary) where that would exceed kNameMax.
+std::string temporary_name(const std::string& path, uint64_t n);
 
 // A file written in pieces that appears complete or not at all: append()
 // writes to a temporary file beside `path`, commit() flushes it and renames

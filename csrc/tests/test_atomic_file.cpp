@@ -50,6 +50,27 @@ void run() {
   CHECK_EQ(read_all(victim), std::string("keep"));
   CHECK(::lstat(link.c_str(), &st) == 0 && S_ISREG(st.st_mode));
 
+  // Legal names up to NAME_MAX (255 bytes) write, though the temporary
+  // name's ".tmp.<pid>.<n>" would not fit after them (issue 28 D16); a
+  // multi-byte character at the cut is dropped whole.
+  for (const std::string unit : {"n", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"}) {
+    for (size_t length : {240u, 245u, 250u, 255u}) {
+      std::string name;
+      while (name.size() + unit.size() <= length) name += unit;
+      const std::string path = root + "/" + name;
+      fs::write_file_atomic(path, std::string("long"));
+      CHECK_EQ(read_all(path), std::string("long"));
+      CHECK(::unlink(path.c_str()) == 0);
+      const std::string tmp = fs::temporary_name(path, 7);
+      const std::string tmp_name = tmp.substr(root.size() + 1);
+      CHECK(tmp_name.size() <= fs::kNameMax);
+      const std::string stem = tmp_name.substr(0, tmp_name.find(".tmp."));
+      CHECK(stem.size() % unit.size() == 0);  // whole characters only
+      CHECK(name.compare(0, stem.size(), stem) == 0);
+    }
+  }
+  CHECK_EQ(fs::temporary_name(root + "/short.json", 3), root + "/short.json.tmp." + std::to_string(::getpid()) + ".3");
+
   CHECK_THROWS(fs::IoError, fs::write_file_atomic(root + "/missing/x.json", std::string("x")), "missing/x.json");
   CHECK_THROWS(fs::IoError, fs::make_dirs(victim + "/sub"), "victim.txt");
   std::string cleanup = "rm -rf '" + root + "'";
