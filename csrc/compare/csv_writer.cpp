@@ -16,12 +16,21 @@ std::string num(const std::optional<double>& v) { return v ? format_number(*v) :
 
 std::string flag(const std::optional<bool>& b) { return b ? (*b ? "True" : "False") : kNA; }
 
-// A Python str's repr, as msprobe's Data_name cell shows it.
+// A Python str's repr, as msprobe's Data_name cell shows it: ASCII control
+// characters as Python spells them (\t \n \r, else \xNN), so no raw NUL or
+// line break reaches the cell.
 std::string py_repr(const std::string& s) {
   const char q = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, q);
   for (char c : s) {
-    if (c == q || c == '\\') out.push_back('\\');
+    const auto u = static_cast<unsigned char>(c);
+    if (c == q || c == '\\') {
+      out.push_back('\\');
+    } else if (u < 0x20 || u == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += c == '\t' ? "\\t" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string("\\x") + hex[u >> 4] + hex[u & 15];
+      continue;
+    }
     out.push_back(c);
   }
   out.push_back(q);
@@ -90,9 +99,18 @@ std::string csv_field(std::string_view s) {
 }
 
 std::string csv_text(std::string_view s) {
-  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos)
-    return "'" + std::string(s);
-  return std::string(s);
+  std::string out;
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) out.push_back('\'');
+  // A NUL (legal in a dump's JSON strings as \u0000) is written as that
+  // escape: a raw NUL byte ends the cell for C-string tools and spreadsheets.
+  for (size_t pos = 0;;) {
+    const size_t nul = s.find('\0', pos);
+    out.append(s.substr(pos, nul == std::string_view::npos ? std::string_view::npos : nul - pos));
+    if (nul == std::string_view::npos) break;
+    out += "\\u0000";
+    pos = nul + 1;
+  }
+  return out;
 }
 
 namespace {

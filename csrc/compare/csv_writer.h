@@ -25,7 +25,8 @@
 // Text read from the dumps (names, dtypes, the text value of a non-tensor
 // argument in the statistics columns) that a spreadsheet would take for
 // a formula -- it starts with = + - @ tab or CR -- gets a leading ' (OWASP's
-// advice against CSV injection); numbers are never touched.
+// advice against CSV injection); numbers are never touched. A NUL in such
+// text is written as the six characters \u0000, as dump.json spells it.
 
 #include <string>
 #include <string_view>
@@ -37,7 +38,7 @@ namespace graphprobe::compare {
 
 const std::vector<std::string>& csv_header(bool tensor_columns = false, TensorLayout layout = TensorLayout::kMsprobe);
 std::string csv_field(std::string_view s);
-// `s` with a leading ' when it starts with a formula character.
+// `s` with a leading ' when it starts with a formula character, NUL as \u0000.
 std::string csv_text(std::string_view s);
 std::string render_csv(const CompareResult& result);
 // Written through fs::AtomicFile, a few thousand rows at a time: readers

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["SUBCOMMANDS", "build_parser", "int_at_least", "main"]
+__all__ = ["EXIT_STDOUT_CLOSED", "SUBCOMMANDS", "build_parser", "int_at_least", "main"]
 
 SUBCOMMANDS: dict[str, str] = {
     "compare": "graphprobe.compare.command:register",
@@ -56,17 +56,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graphprobe`` console script; returns the exit
-    code (0 ok, 1 check failed, 2 usage or input error)."""
+    code (0 ok, 1 check failed, 2 usage or input error, 130 interrupted, 141
+    when stdout was closed by its reader, as for ``... | head -1``)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code) if isinstance(e.code, int) else 2
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # inside the try: a reader that has gone shows here
+        return code
     except KeyboardInterrupt:
         print("graphprobe: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+#: The exit code of a tool whose reader went away (``graphprobe compare ... |
+#: head -1``): what a shell reports for one that SIGPIPE ended (128 + 13).
+EXIT_STDOUT_CLOSED = 141
+
+
+def _stdout_closed() -> int:
+    """Python's recipe for a closed pipe (docs of the signal module, "Note on
+    SIGPIPE"): point stdout at /dev/null, so that the flush at exit cannot
+    fail again and print a second traceback, and exit quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a descriptor (tests capture it)
+        pass
+    return EXIT_STDOUT_CLOSED
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 
 from graphprobe.compare.numbers import short, short_pct, shorten_numbers
@@ -32,6 +33,19 @@ _LABEL_GAP = 12  # px: decade labels closer than this to a band label are left o
 # Rows listed in the page (all of a typical L0 comparison; the worst ones of a
 # larger one, whose CSV has them all): each costs ~0.1 ms and ~400 bytes.
 ROW_LIMIT = 5000
+
+
+# Control characters (Unicode Cc: NUL, ESC, CR, U+0085 ...) and lone
+# surrogates, which names read from a dump may hold: a raw NUL or control
+# character is an HTML parse error (browsers drop or replace it) and hides
+# what the name holds.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _esc(text: str) -> str:
+    """``text`` escaped for HTML, with each control character shown as its
+    ``\\uXXXX`` escape (the spelling dump.json and the CSV use for NUL)."""
+    return html.escape(_INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def _bucket(points: Sequence[EntryPoint]) -> list[EntryPoint]:
@@ -95,7 +109,7 @@ def _plot(points: Sequence[EntryPoint], thresholds: dict[str, float]) -> str:
             yy = y(v)
             parts.append(
                 f'<line class="threshold" x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" '
-                f'stroke="#888" stroke-dasharray="4 3"><title>{html.escape(name)} {v:g}%</title></line>'
+                f'stroke="#888" stroke-dasharray="4 3"><title>{_esc(name)} {v:g}%</title></line>'
             )
     for k, p in enumerate(points):
         if p.first_divergence:
@@ -104,15 +118,15 @@ def _plot(points: Sequence[EntryPoint], thresholds: dict[str, float]) -> str:
                 f'<g id="first-divergence"><line x1="{xx:.1f}" x2="{xx:.1f}" y1="{_TOP}" y2="{_TOP + plot_h}" '
                 f'stroke="#6a1b9a" stroke-width="2"/>'
                 f'<text x="{xx + 4:.1f}" y="{_TOP + 12}" font-size="12" fill="#6a1b9a">first divergence: '
-                f"{html.escape(p.entry)}</text></g>"
+                f"{_esc(p.entry)}</text></g>"
             )
     for k, p in enumerate(points):
         v = p.value
         yy = y(0.0 if v is None else (math.inf if math.isnan(v) else v))
-        title = html.escape(f"#{p.index} {p.entry}: {short_pct(v)} ({p.result})")
+        title = _esc(f"#{p.index} {p.entry}: {short_pct(v)} ({p.result})")
         parts.append(
             f'<circle class="pt {p.result}" cx="{x(k):.1f}" cy="{yy:.1f}" r="3.5" fill="{COLOURS[p.result]}" '
-            f'data-entry="{html.escape(p.entry)}"><title>{title}</title></circle>'
+            f'data-entry="{_esc(p.entry)}"><title>{title}</title></circle>'
         )
     parts.append(
         f'<text x="{_LEFT + x_span / 2}" y="{_H - 12}" text-anchor="middle" font-size="12">'
@@ -138,7 +152,7 @@ def _cosine(v: float | None) -> str:
 
 
 def _table_row(r: RowDigest, tensor: bool) -> str:
-    esc = html.escape
+    esc = _esc
     cells = [
         f"<td>{esc(r.name)}</td>",
         f'<td data-v="{SEVERITY[r.result]}">{esc(r.result)}</td>',
@@ -167,7 +181,7 @@ def render_html(
     """The whole page as a string. ``rows`` are listed worst first (of
     ``total_rows`` in the CSV); ``thresholds`` maps a label to a percentage
     drawn as a dashed line."""
-    esc = html.escape
+    esc = _esc
     shown = _bucket(points)
     legend = " ".join(
         f'<span class="chip" style="background:{c}"></span>{esc(k)}: {counts.get(k, 0)}' for k, c in COLOURS.items()
