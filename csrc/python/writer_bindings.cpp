@@ -39,6 +39,12 @@ void bind_writer(py::module_& m) {
       },
       py::arg("seq"), "Waits until the job with this submission number has finished.");
   m.def(
+  m.def(
+      "writer_cancel",
+      [](const std::string& prefix, int64_t after_seq) { return Writer::get().cancel(prefix, after_seq); },
+      py::arg("prefix"), py::arg("after_seq"),
+      "Drops queued file writes after job `after_seq` whose file starts with `prefix` (exit with a tensor-task "
+      "step never finished); returns how many.");
       "writer_take_errors", [] { return Writer::get().take_errors(); },
       "The failures since the last report (without waiting); an empty string when none.");
   m.def("writer_stats", [] {

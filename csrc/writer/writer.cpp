@@ -253,6 +253,7 @@ void Writer::run() {
       const std::lock_guard<std::mutex> lock(mu_);
       auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& e) { return e.get() == chosen; });
       entry = std::move(*it);
+      if (it == queue_.end()) continue;  // dropped by cancel() meanwhile
       queue_.erase(it);
       if (entry->device_pending) {
         device_pending_ -= entry->bytes;
@@ -341,6 +342,33 @@ void Writer::flush() {
 }
 
 std::string Writer::shutdown() {
+int64_t Writer::cancel(const std::string& prefix, int64_t after_seq) {
+  std::vector<std::unique_ptr<Entry>> dropped;
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      const WriteJob& job = (*it)->job;
+      const bool drop = (*it)->seq > after_seq && !job.action && !job.is_document && job.ready == nullptr &&
+                        !(*it)->device_pending && job.file.compare(0, prefix.size(), prefix) == 0;
+      if (!drop) {
+        ++it;
+        continue;
+      }
+      in_flight_ -= (*it)->bytes;
+      outstanding_.erase((*it)->seq);
+      dropped.push_back(std::move(*it));
+      it = queue_.erase(it);
+    }
+  }
+  // The host copies are freed outside the lock, then waiters learn that the
+  // budget and the outstanding set changed.
+  const auto n = static_cast<int64_t>(dropped.size());
+  dropped.clear();
+  space_cv_.notify_all();
+  done_cv_.notify_all();
+  return n;
+}
+
   std::thread t;
   {
     std::unique_lock<std::mutex> lock(mu_);

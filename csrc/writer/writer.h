@@ -165,6 +165,15 @@ class Writer {
   // fs::IoError describing the writes that failed since the last flush().
   void flush();
 
+  // Drops the queued file jobs submitted after job `after_seq` whose file
+  // name starts with `prefix` and whose bytes are already on the host (a job
+  // still waiting for a device copy keeps its pinned memory until the copy
+  // ends, so it is left to be written). Actions and documents are never
+  // dropped. For interpreter exit with a tensor-task step never finished:
+  // its staged tensors would be written only to be deleted, and writing them
+  // delayed the exit by seconds. Returns how many jobs were dropped.
+  int64_t cancel(const std::string& prefix, int64_t after_seq);
+
   // flush() without throwing, then stops and joins the thread. Returns the
   // unreported error text (empty when none). A later submit restarts it.
   std::string shutdown();

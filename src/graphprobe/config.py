@@ -230,6 +230,25 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _DuplicateKey(ValueError):
+    """A key repeated in one object of a config file."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json``'s object hook that refuses a repeated key. Python's ``json``
+    (and so msprobe) keeps the last value silently; a config is an
+    instruction, and which of two ``level`` values the user meant cannot be
+    guessed, so it is an error (compare only warns for a dump.json, which is
+    data that a tool wrote)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"key {key!r} appears more than once in one object (values {out[key]!r} and "
+                                f"{value!r}); keep one")
+        out[key] = value
+    return out
+
+
 def load_config(config_path: str | os.PathLike[str] | None = None) -> DumpConfig:
     """Loads and validates a config file; ``None`` loads the built-in default.
 
@@ -250,7 +269,9 @@ def load_config(config_path: str | os.PathLike[str] | None = None) -> DumpConfig
     except UnicodeDecodeError as exc:
         raise ConfigValueError(f"config file '{path}' is not UTF-8 text: {exc}") from exc
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise ConfigValueError(f"config file '{path}': {exc}") from None
     except (ValueError, RecursionError) as exc:
         raise ConfigValueError(f"config file '{path}' is not valid JSON: {exc}") from exc
     try:

@@ -18,9 +18,11 @@ with the model and write device-resident records on every execution;
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import shutil
+import sys
 import warnings
 import weakref
 from typing import Any
@@ -31,7 +33,7 @@ from graphprobe import _ops
 from graphprobe import npu as _npu
 from graphprobe import saving as _saving  # noqa: F401  (its atexit hook writes pending dump.json files)
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
-from graphprobe.dump_folder import check_module_names, prepare_dump_path
+from graphprobe.dump_folder import STAGING_PREFIX, check_module_names, prepare_dump_path, remove_stale_staging, step_folders
 from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
 from graphprobe.output_files import make_dirs
 from graphprobe.wiring.apis import ApiWiring
@@ -69,6 +71,47 @@ def current_rank() -> int | None:
     return int(env)
 
 
+class _Wired:
+    """What a started dumper changed in the process: its wiring, the tensor
+    task's staging folder and its latest writer job. Kept apart from the
+    dumper so that a dumper dropped without ``stop()`` (a re-run notebook
+    cell) can still be undone by the next ``start()`` and at exit."""
+
+    def __init__(self, owner: AclGraphDumper, model: torch.nn.Module) -> None:
+        self.owner = weakref.ref(owner)
+        self.model_name = type(model).__name__
+        self.wiring: list[Any] = []
+        self.staging: str | None = None
+        self.write_seq = -1
+
+    def unwire(self) -> None:
+        """Removes the wiring and makes the engine forget this dumper's
+        sites; idempotent. Files of finished steps are still written."""
+        for w in self.wiring:
+            w.remove()
+        self.wiring.clear()
+        if AclGraphDumper._live is self:
+            AclGraphDumper._live = None
+            _C.set_active(False)
+            _C.set_enabled(True)
+            _C.reset()
+            new_session()  # code traced under this dumper holds the sites reset() forgot: recompile it
+            if self.staging is not None:
+                _C.set_tensor_staging(None)
+
+    def drop_staging(self) -> None:
+        """Removes the staging folder once the writer has moved every staged
+        tensor of a finished step out of it."""
+        if self.staging is None:
+            return
+        try:
+            if self.write_seq >= 0:
+                _C.writer_wait(self.write_seq)
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.staging = None
+
+
 class AclGraphDumper:
     """Whole-network statistics dumper (msprobe's ``AclGraphDumper``).
 
@@ -80,17 +123,17 @@ class AclGraphDumper:
     # The engine's record store is one per process, so one dumper may be
     # started at a time.
     _started: weakref.ref[AclGraphDumper] | None = None
+    # The wiring of the started dumper; outlives a dumper dropped without stop().
+    _live: _Wired | None = None
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None) -> None:
         self.config: DumpConfig = load_config(config_path)
-        self._wiring: list[Any] = []
+        self._wired: _Wired | None = None
         self._started_once = False
         self._active = False
         self._selected = True
         self._step = 0
         self._failed_records_base = 0
-        self._write_seq = -1  # the writer job of the latest step (see step())
-        self._staging: str | None = None  # tensor task: where tensors wait for step()
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
         self._warned_empty = False  # the "step recorded nothing" warning is given once
@@ -121,13 +164,17 @@ class AclGraphDumper:
             raise TypeError(f"AclGraphDumper.start: model must be a torch.nn.Module, got {type(model).__name__}")
         if self._started_once:
             raise DumperStateError("AclGraphDumper.start was already called on this dumper; create a new one")
+        _take_over_dropped_dumper()
         other = AclGraphDumper._started() if AclGraphDumper._started else None
         if other is not None and other._active:
-            raise DumperStateError("another AclGraphDumper is started in this process; call its stop() first")
+            raise DumperStateError(
+                "another AclGraphDumper is started in this process (it records into "
+                f"{other.config.dump_path!r}); call its stop() first: one dumper records at a time")
         rank = current_rank()
         self._started_once = True
         self._selected = rank is None or self.config.selects_rank(rank)
         if not self._selected:
+            _warn_stale_rank(rank, self.config)
             return  # ranks not selected wire nothing and record nothing
         # Dynamo does not guard on module hooks by default: code compiled for
         # an unwired instance of the same class would be reused for this one
@@ -138,22 +185,27 @@ class AclGraphDumper:
         check_module_names(model)
         # Absolute from here on: a later os.chdir() must not move the dump.
         self.config = dataclasses.replace(self.config, dump_path=prepare_dump_path(self.config.dump_path))
+        remove_stale_staging(self.config.dump_path)
+        _warn_used_dump_path(self.config.dump_path)
+        wired = _Wired(self, model)
         if self.config.task == "tensor":
             # Full tensors are staged per probe and moved to their record
             # names at step(); the folder is hidden inside dump_path so that
             # renames never cross file systems.
-            self._staging = os.path.join(self.config.dump_path, f".staging_pid{os.getpid()}")
-            make_dirs(self._staging)
-            _C.set_tensor_staging(self._staging)
+            wired.staging = os.path.join(self.config.dump_path, f"{STAGING_PREFIX}{os.getpid()}")
+            make_dirs(wired.staging)
+            _C.set_tensor_staging(wired.staging)
         if self.config.level in ("L0", "mix"):
-            self._wiring.append(ModuleWiring(model, self.config.keywords))
+            wired.wiring.append(ModuleWiring(model, self.config.keywords))
         if self.config.level in ("L1", "mix"):
-            self._wiring.append(ApiWiring(model, self.config.keywords))
+            wired.wiring.append(ApiWiring(model, self.config.keywords))
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
         self._failed_records_base = _C.writer_stats()["failed_records"]
         _C.set_enabled(self._enabled)
         _C.set_active(True)
         self._active = True
+        self._wired = wired
+        AclGraphDumper._live = wired
         AclGraphDumper._started = weakref.ref(self)
 
     def step(self, dump: bool = True) -> None:
@@ -195,15 +247,16 @@ class AclGraphDumper:
             # The previous step's files had a whole iteration to reach the
             # disk. Its failures are taken before this step's job is queued,
             # so they are raised here, and this step's by the next call.
-            errors = self._wait_and_take_errors(self._write_seq)
+            errors = self._wait_and_take_errors(self._write_seq())
             try:
                 summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
             except Exception as exc:
                 if errors:  # both are reported
                     raise DumpWriteError(errors) from exc
                 raise
-        if summary["write_seq"] >= 0:  # the writer runs step jobs in order: the latest covers the earlier
-            self._write_seq = summary["write_seq"]
+        if summary["write_seq"] >= 0 and self._wired is not None:
+            # The writer runs step jobs in order: the latest covers the earlier.
+            self._wired.write_seq = summary["write_seq"]
         self._reload_switch()
         self._report(summary)
         if not dump:
@@ -274,6 +327,10 @@ class AclGraphDumper:
             _C.writer_wait(seq)
         return _C.writer_take_errors()
 
+    def _write_seq(self) -> int:
+        """The writer job of the latest step; -1 before the first."""
+        return self._wired.write_seq if self._wired is not None else -1
+
     def _check_writes(self, seq: int) -> None:
         errors = self._wait_and_take_errors(seq)
         if errors:
@@ -282,30 +339,23 @@ class AclGraphDumper:
     def flush(self) -> None:
         """Waits until the files of past steps (folders, dump.json, tensor
         files) are on disk; raises :class:`DumpWriteError` if a write failed."""
-        self._check_writes(self._write_seq)
+        self._check_writes(self._write_seq())
 
     def stop(self) -> None:
         """Removes all wiring and waits for the last dump.json to be written
         (raising :class:`DumpWriteError` if a write failed); probes captured
         in existing graphs stop counting."""
-        for w in self._wiring:
-            w.remove()
-        self._wiring.clear()
+        wired = self._wired
         was_active, self._active = self._active, False
-        if was_active:
-            _C.set_active(False)
-            _C.set_enabled(True)
-            _C.reset()
-            new_session()  # code traced under this dumper holds the sites reset() forgot: recompile it
-            if self._staging is None:
-                self._check_writes(self._write_seq)
-                return
-            _C.set_tensor_staging(None)
-            try:
-                self._check_writes(self._write_seq)  # the last step still moves files out of staging
-            finally:
-                shutil.rmtree(self._staging, ignore_errors=True)
-                self._staging = None
+        if wired is None:
+            return
+        wired.unwire()
+        if not was_active:
+            return
+        try:
+            self._check_writes(wired.write_seq)  # the last step may still move files out of staging
+        finally:
+            wired.drop_staging()
 
     def _step_dir(self) -> str:
         rank = current_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else None
@@ -332,7 +382,7 @@ class AclGraphDumper:
             )
 
     def _warn_if_nothing_recorded(self, summary: dict[str, Any]) -> None:
-        if self._warned_empty or summary.get("records", 0) or not self._wiring:
+        if self._warned_empty or summary.get("records", 0) or self._wired is None or not self._wired.wiring:
             return
         self._warned_empty = True
         keywords = self.config.keywords
@@ -346,6 +396,98 @@ class AclGraphDumper:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def _take_over_dropped_dumper() -> None:
+    """Undoes the wiring of a dumper that was dropped without ``stop()``.
+
+    Re-running a notebook cell (``dumper = AclGraphDumper(...);
+    dumper.start(model)``) drops the first dumper while its hooks stay on the
+    model: every call would be recorded twice and the hooks would outlive the
+    new dumper's ``stop()``. Nobody can call ``stop()`` on a dumper no longer
+    referenced, so the new ``start()`` does it (with a warning); a dumper that
+    is still referenced must be stopped by its owner (``start()`` refuses)."""
+    wired = AclGraphDumper._live
+    if wired is None or wired.owner() is not None:
+        return
+    wired.unwire()
+    errors = ""
+    try:
+        wired.drop_staging()
+    finally:
+        errors = _C.writer_take_errors() if wired.write_seq >= 0 else ""
+    failed = f" Its last writes failed: {errors}" if errors else ""
+    warnings.warn(
+        f"graphprobe: start(): an earlier AclGraphDumper that wired a {wired.model_name} was dropped without "
+        "stop() (a re-run notebook cell?); graphprobe removed its wiring so that calls are not recorded twice, "
+        f"and its finished steps were written. Call dumper.stop() before creating a new dumper.{failed}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _warn_stale_rank(rank: int | None, config: DumpConfig) -> None:
+    """A process that is not part of a distributed job (no process group,
+    ``WORLD_SIZE`` unset or 1) but whose ``RANK`` the config does not select
+    would record nothing without a word: a ``RANK`` left over in the shell.
+    Distributed ranks that the config leaves out stay silent (intended)."""
+    if rank is None or (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    world = os.environ.get("WORLD_SIZE", "")
+    if world.isascii() and world.isdigit() and int(world) > 1:
+        return
+    ranks = ", ".join(str(r.start) if len(r) == 1 else f"{r.start}-{r.stop - 1}" for r in config.ranks)
+    warnings.warn(
+        f"graphprobe: start(): this process records nothing: the environment variable RANK={rank} is not in the "
+        f"config's rank list [{ranks}] ({config.source}), and no distributed job is running (torch.distributed "
+        "is not initialized, WORLD_SIZE is " + (repr(world) if world else "unset") + "). If RANK is left over from "
+        "an earlier job, unset it; otherwise add the rank to the config's \"rank\" field.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _warn_used_dump_path(dump_path: str) -> None:
+    """A second run into a used ``dump_path`` puts its step folders next to
+    the first run's (``step0/pid111`` and ``step0/pid222``): say so at
+    ``start()``, before anything is mixed."""
+    found = step_folders(dump_path)
+    if not found:
+        return
+    shown = ", ".join(found[:5]) + (f", ... ({len(found)} in all)" if len(found) > 5 else "")
+    warnings.warn(
+        f"graphprobe: start(): dump_path {dump_path!r} already holds step folders of an earlier run ({shown}). "
+        "This run writes step0, step1, ... into the same folders, next to the earlier run's process folders "
+        "(or over them, for the same rank), and `graphprobe compare` then meets two runs in one step folder and "
+        "may pair the earlier one with the bench. Use a new dump_path for each run, or remove the old step "
+        "folders first.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _at_exit() -> None:
+    """Interpreter exit with a dumper still started (Ctrl-C, an exception,
+    no ``stop()``): the tensors staged for a step that will never end are
+    not written (so that the exit is prompt), and the staging folder is
+    removed once the finished steps' files are out of it. Registered after
+    graphprobe.saving's hook, so it runs before the writer is shut down."""
+    wired = AclGraphDumper._live
+    if wired is None or wired.staging is None:
+        return
+    try:
+        _C.writer_cancel(wired.staging + os.sep, wired.write_seq)
+        # Every write still queued (finished steps, a staged file being
+        # written now) ends before the folder is removed under it.
+        errors = _C.writer_shutdown()
+        if errors:
+            print(errors, file=sys.stderr)
+        wired.drop_staging()
+    except Exception as exc:  # pragma: no cover - nothing can be raised usefully at exit
+        print(f"graphprobe: could not remove the staging folder {wired.staging!r} at exit: {exc}", file=sys.stderr)
+
+
+atexit.register(_at_exit)
 
 
 def _unwrap_compiled(model: Any) -> Any:
