@@ -11,6 +11,8 @@
 
 #include "compare/csv_writer.h"
 #include "compare/engine.h"
+#include "compare/first_divergence.h"
+#include "compare/noise_floor.h"
 #include "compare/matching.h"
 #include "compare/metrics.h"
 #include "compare/msprobe_values.h"
@@ -417,6 +419,179 @@ void real_data_rules_and_csv() {
   CHECK(gc::render_csv(g).find(",NormRelativeErr,") != std::string::npos);
 }
 
+
+// A tensor record with every statistic given (first-divergence tests).
+std::string rec(double mx, double mn, double mean, double norm, const std::string& dtype = "torch.float32",
+                const std::string& shape = "[4]") {
+  return R"({"type": "torch.Tensor", "dtype": ")" + dtype + R"(", "shape": )" + shape +
+         R"(, "Max": )" + gc::format_number(mx) + R"(, "Min": )" + gc::format_number(mn) + R"(, "Mean": )" +
+         gc::format_number(mean) + R"(, "Norm": )" + gc::format_number(norm) + R"(, "requires_grad": false})";
+}
+
+std::string module(const std::string& name, const std::string& in, const std::string& weight, const std::string& out) {
+  return "\"" + name + R"(": {"input_args": [)" + in + R"(], "input_kwargs": {}, "parameters": {"weight": )" + weight +
+         R"(}, "output": [)" + out + "]}";
+}
+
+gc::TensorRecord record_of(const std::string& r) {
+  return gc::parse_dump(doc(entry("E", "", r)), "x.json").rows.at(0);
+}
+
+void row_error_is_scale_aware() {
+  // Bench [1, -1, 1, -1]: Max 1, Min -1, Mean 0, Norm 2, RMS 2 / sqrt(4) = 1.
+  // Target Mean 1e-3 off (an additive fault): Mean error |1e-3 - 0| / max(0, 1)
+  // = 1e-3, which NormRelativeErr-style |dt / b| would make infinite and the
+  // Norm (2.000001...) barely shows.
+  const auto b = record_of(rec(1, -1, 0, 2));
+  auto e = gc::row_error(record_of(rec(1.001, -0.999, 0.001, 2.000002)), b, 1.0);
+  CHECK_NEAR(*e.e[gc::kMax], 1e-3, 1e-15);
+  CHECK_NEAR(*e.e[gc::kMin], 1e-3, 1e-15);
+  CHECK_NEAR(*e.e[gc::kMean], 1e-3, 1e-15);
+  CHECK_NEAR(*e.e[gc::kNorm], 1e-6, 1e-15);
+  CHECK_NEAR(e.z, 10.0, 1e-9);  // 1e-3 / float32's 1e-4
+  CHECK(e.hard.empty() && std::string(e.floor->name) == "float32");
+  // floor_scale 100: z 0.1.
+  CHECK_NEAR(gc::row_error(record_of(rec(1.001, -0.999, 0.001, 2.000002)), b, 100.0).z, 0.1, 1e-9);
+  // bfloat16: Max/Min use the extreme floor 1.6e-2, Mean/Norm 2e-3.
+  const auto bb = record_of(rec(1, -1, 0, 2, "torch.bfloat16"));
+  e = gc::row_error(record_of(rec(1.008, -1, 0, 2, "torch.bfloat16")), bb, 1.0);
+  CHECK_NEAR(e.z, 0.008 / 1.6e-2, 1e-9);
+  CHECK(e.worst_stat == gc::kMax);
+  e = gc::row_error(record_of(rec(1, -1, 0, 2.008, "torch.bfloat16")), bb, 1.0);
+  CHECK_NEAR(e.z, 0.004 / 2e-3, 1e-9);
+  // Norm of 0: equal -> 0; any target value -> inf.
+  const auto zero = record_of(rec(0, 0, 0, 0));
+  CHECK(gc::row_error(record_of(rec(0, 0, 0, 0)), zero, 1.0).z == 0.0);
+  CHECK(std::isinf(gc::row_error(record_of(rec(0, 0, 0, 1e-30)), zero, 1.0).z));
+  // NaN and infinities: both NaN 0, one NaN inf, equal infinities 0.
+  const auto nan_b = gc::parse_dump(doc(entry("E", "", rec(1, -1, 0, 2).replace(rec(1, -1, 0, 2).find("\"Max\": 1"), 8, "\"Max\": NaN"))), "x").rows.at(0);
+  CHECK(std::isnan(*nan_b.stats[gc::kMax]));
+  CHECK(gc::row_error(nan_b, nan_b, 1.0).z == 0.0);
+  CHECK(std::isinf(gc::row_error(nan_b, b, 1.0).z));  // target NaN, bench finite: also a hard difference
+  CHECK(!gc::row_error(nan_b, b, 1.0).hard.empty());
+  CHECK(std::isinf(gc::row_error(b, nan_b, 1.0).z));
+  // Hard differences: dtype, shape; integer tensors are exact.
+  CHECK(std::isinf(gc::row_error(record_of(rec(1, -1, 0, 2, "torch.float16")), b, 1.0).z));
+  CHECK(std::isinf(gc::row_error(record_of(rec(1, -1, 0, 2, "torch.float32", "[2, 2]")), b, 1.0).z));
+  const auto ib = record_of(rec(3, 0, 1, 5, "torch.int64"));
+  CHECK(gc::row_error(record_of(rec(3, 0, 1, 5, "torch.int64")), ib, 1.0).z == 0.0);
+  CHECK(std::isinf(gc::row_error(record_of(rec(3, 0, 1.25, 5, "torch.int64")), ib, 1.0).z));
+  // The table: one place, floors as documented.
+  CHECK_EQ(std::string(gc::noise_floor_for("torch.float64", true).name), std::string("float64"));
+  CHECK_EQ(std::string(gc::noise_floor_for("torch.bfloat16", true).name), std::string("bfloat16"));
+  CHECK_EQ(std::string(gc::noise_floor_for("torch.float8_e4m3fn", true).name), std::string("float8_e4m3"));
+  CHECK_EQ(std::string(gc::noise_floor_for("torch.float8_e5m2fnuz", true).name), std::string("float8_e5m2"));
+  CHECK_EQ(std::string(gc::noise_floor_for("torch.uint8", true).name), std::string("exact"));
+  CHECK_EQ(std::string(gc::noise_floor_for("torch.bool", true).name), std::string("exact"));
+  CHECK_EQ(std::string(gc::noise_floor_for("<class 'float'>", false).name), std::string("exact"));
+  bool assumed = false;
+  CHECK_EQ(std::string(gc::noise_floor_for("torch.float8_e8m0fnu", true, &assumed).name), std::string("float32"));
+  CHECK(assumed);
+  CHECK_EQ(gc::noise_floor_for("torch.float16", true).aggregate, 1e-3);
+  CHECK_EQ(gc::noise_floor_for("torch.float16", true).extreme, 2e-3);
+  CHECK_EQ(gc::short_number(1e-4), std::string("1e-4"));
+  CHECK_EQ(gc::short_number(2.5e-6), std::string("2.5e-6"));
+  CHECK_EQ(gc::short_number(0.1), std::string("0.1"));
+  CHECK_EQ(gc::short_number(30), std::string("30"));
+}
+
+void divergence_kinds() {
+  const std::string x = rec(1, -1, 0, 2);
+  // a: Linear with weight; b: output x1.001 (a graph-only fault); c: downstream.
+  auto make = [&](double k, double w) {
+    return doc(module("Module.a.Linear.forward.0", x, rec(1 * w, -1 * w, 0, 2 * w), x) + "," +
+               entry("Module.b.Act.forward.0", x, rec(k, -k, 0, 2 * k)) + "," +
+               entry("Module.c.Linear.forward.0", rec(k, -k, 0, 2 * k), rec(2 * k, -2 * k, 0, 4 * k)));
+  };
+  auto r = run(make(1.001, 1.0), make(1.0, 1.0));
+  CHECK(r.first_divergence && *r.first_divergence == 1u);
+  CHECK(r.divergence && r.divergence->kinds == gc::kOutputCause);
+  CHECK_NEAR(r.divergence ? r.divergence->error.z : -1, 10.0, 1e-6);  // 1e-3 / 1e-4
+  CHECK(r.divergence && r.divergence->message.find("output 0: Max 0.1 %, 10x the float32 floor 1e-4") == 0);
+  CHECK(r.rows[0].z && *r.rows[0].z == 0.0);
+  // Clean pair: nothing; the noise seen is over every row.
+  r = run(make(1.0, 1.0), make(1.0, 1.0));
+  CHECK(!r.first_divergence && !r.divergence && !r.noise.upstream && r.noise.rows == 7);
+  // Weight x1.3: the parameter is the cause, though the inputs are exact and
+  // msprobe's rules count the weight among the inputs.
+  r = run(make(1.0, 1.3), make(1.0, 1.0));
+  CHECK(r.first_divergence && *r.first_divergence == 0u);
+  CHECK(r.divergence && r.divergence->kinds == gc::kParameterCause);
+  CHECK(r.divergence && r.divergence->message.find("parameter `weight` differs: ") == 0);
+  CHECK(r.divergence && !r.divergence->parameters_throughout);  // one parameter row: no drift claim
+  // Floor scaled beyond the fault: nothing (planted "floor fixed at 10 %"
+  // must not pass the x1.001 case above).
+  gc::CompareOptions loose;
+  loose.thresholds.floor_scale = 1e3;  // 1e-4 x 1e3 = 10 %
+  CHECK(!run(make(1.001, 1.0), make(1.0, 1.0), loose).first_divergence);
+}
+
+void divergence_from_unrecorded_code() {
+  // a and b agree; between b and c an unrecorded multiply scales by 1.01, and
+  // a call recorded only in the target (u) sits in between: c's input differs.
+  const std::string x = rec(1, -1, 0, 2), y = rec(1.01, -1.01, 0, 2.02);
+  const std::string t = doc(entry("A.forward.0", x, x) + "," + entry("B.forward.0", x, x) + "," +
+                            entry("U.forward.0", x, x) + "," + entry("C.forward.0", y, y));
+  const std::string b = doc(entry("A.forward.0", x, x) + "," + entry("B.forward.0", x, x) + "," +
+                            entry("C.forward.0", x, x));
+  auto r = run(t, b);
+  CHECK(r.first_divergence && *r.first_divergence == 3u);
+  CHECK(r.divergence && r.divergence->kinds == gc::kUnrecordedInput);
+  CHECK(r.divergence && r.divergence->last_agreeing && *r.divergence->last_agreeing == 1u);
+  CHECK_EQ(r.divergence ? r.divergence->unmatched_between.size() : 0, size_t{1});
+  CHECK(r.divergence && r.divergence->message.find("between B.forward.0 (the last agreeing record) and this call") !=
+        std::string::npos);
+  CHECK(r.divergence && r.divergence->message.find("recorded on one side only: U.forward.0") != std::string::npos);
+  CHECK(r.noise.upstream && r.noise.rows == 4 && r.noise.max_z == 0.0);
+  // The first entry's inputs differ: the model's inputs.
+  r = run(doc(entry("A.forward.0", y, y)), doc(entry("A.forward.0", x, x)));
+  CHECK(r.divergence && r.divergence->message.find("the model's inputs already differ") != std::string::npos);
+  // Upstream noise explains a small input error: R x U (U = 0.5 here, z 5 <= 10 x 0.5).
+  const std::string n = rec(1.00005, -1, 0, 2), m = rec(1.0005, -1, 0, 2);
+  r = run(doc(entry("A.forward.0", x, n) + "," + entry("C.forward.0", m, m)),
+          doc(entry("A.forward.0", x, x) + "," + entry("C.forward.0", x, x)));
+  CHECK(!r.first_divergence);
+  CHECK_NEAR(r.noise.max_z, 5.0, 1e-6);
+}
+
+void parameter_names_and_drift() {
+  // A module called input_proj with a parameter called "parameters": only the
+  // ".parameters." segment right after the entry name makes a parameter row.
+  const std::string x = rec(1, -1, 0, 2), w = rec(1.3, -1.3, 0, 2.6);
+  auto r = run(doc(module("Module.input_proj.Linear.forward.0", x, w, x)),
+               doc(module("Module.input_proj.Linear.forward.0", x, x, x)));
+  CHECK(r.divergence && r.divergence->kinds == gc::kParameterCause);
+  CHECK(r.divergence && r.divergence->message.find("parameter `weight`") == 0);
+  // A keyword argument named "parameters" is an input, not a parameter.
+  r = run(doc(R"("F.forward.0": {"input_args": [], "input_kwargs": {"parameters": )" + w + R"(}, "output": [)" + w + "]}"),
+          doc(R"("F.forward.0": {"input_args": [], "input_kwargs": {"parameters": )" + x + R"(}, "output": [)" + x + "]}"));
+  CHECK(r.divergence && r.divergence->kinds == gc::kUnrecordedInput);
+  // Every weight differs: training drift.
+  auto all = [&](const std::string& v) {
+    return doc(module("M.a.forward.0", x, v, x) + "," + module("M.b.forward.0", x, v, x) + "," +
+               module("M.c.forward.0", x, v, x));
+  };
+  r = run(all(w), all(x));
+  CHECK(r.divergence && r.divergence->parameters_throughout);
+  CHECK(r.divergence && r.divergence->parameter_rows == 3 && r.divergence->parameter_rows_differing == 3);
+  CHECK(r.divergence && r.divergence->message.find("earlier step's update") != std::string::npos);
+}
+
+void coverage_of_the_sides() {
+  const std::string x = rec(1, -1, 0, 2);
+  const std::string full = doc(entry("A.forward.0", x, x) + "," + entry("B.forward.0", x, x) + "," +
+                               entry("C.forward.0", x, x));
+  auto r = run(doc(""), full);
+  CHECK_EQ(r.coverage.problem.rfind("the target recorded nothing", 0), size_t{0});
+  CHECK(r.coverage.problem.find("bench: 3 entries, 6 rows") != std::string::npos);
+  r = run(full, doc(entry("A.forward.0", x, x)));
+  CHECK_EQ(r.coverage.problem.rfind("the bench is short: only 2 of the 6 rows", 0), size_t{0});
+  r = run(full, doc(entry("A.forward.0", x, x) + "," + entry("B.forward.0", x, x)));
+  CHECK(r.coverage.problem.empty());  // 4 of 6 matched
+  r = run(full, full);
+  CHECK(r.coverage.problem.empty() && r.coverage.matched_rows == 6);
+}
+
 void run_all() {
   python_float_repr();
   msprobe_cells();
@@ -432,6 +607,11 @@ void run_all() {
   csv_written_in_chunks_equals_rendered();
   large_file_is_read_in_pieces();
   real_data_rules_and_csv();
+  row_error_is_scale_aware();
+  divergence_kinds();
+  divergence_from_unrecorded_code();
+  parameter_names_and_drift();
+  coverage_of_the_sides();
 }
 
 }  // namespace
