@@ -47,7 +47,7 @@ from pathlib import Path
 
 from graphprobe._text import first_unsafe
 from graphprobe.compare.outcome import CompareRun, PairOutcome, RowDigest
-from graphprobe.compare.output_names import claim_names, release_names
+from graphprobe.compare.output_names import claim_names, release_names, write_failure
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, Unpaired, pair_paths
 from graphprobe.compare.summary import ProgressBar
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
@@ -300,6 +300,8 @@ def compare(
                 outcomes.append(compare_pair(*task, **kwargs))  # type: ignore[arg-type]
             except MemoryError:  # past the engine: the CSV, the digest or the page
                 outcomes.append(PairOutcome(pair=task[0], error=out_of_memory(task[0])))
+            except OSError as e:  # writing the CSV or the page: this pair fails, the others go on
+                outcomes.append(PairOutcome(pair=task[0], error=write_failure(task[0].label, task[1], task[2], e)))
             bar.advance(task[0].label)
     else:
         # fork: workers start in milliseconds and need nothing re-imported;
@@ -320,6 +322,9 @@ def compare(
                     done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0], killed=True))
                 except MemoryError:
                     done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0]))
+                except Exception as e:  # noqa: BLE001  one pair's failure (a full disk ...) must not lose the others
+                    done[i] = PairOutcome(pair=tasks[i][0], error=write_failure(tasks[i][0].label, tasks[i][1],
+                                                                                tasks[i][2], e))
                 bar.advance(tasks[i][0].label, i)
             outcomes = [done[i] for i in range(len(tasks))]
     for task, o in zip(tasks, outcomes):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from graphprobe.output_files import make_dirs
 
-__all__ = ["claim_names", "release_names"]
+__all__ = ["claim_names", "release_names", "write_failure"]
 
 _MAX_TRIES = 10_000
 
@@ -57,3 +57,19 @@ def release_names(*paths: Path | None) -> None:
                 p.unlink()
         except FileNotFoundError:
             pass
+
+
+def write_failure(label: str, csv: Path, report: Path | None, error: BaseException) -> str:
+    """The message for a pair whose results could not be written (a full
+    disk, a vanished folder, a name the file system refuses): the pair, the
+    cause, and the CSV when it was complete before the report failed (it is
+    kept; the empty claims are given back by :func:`release_names`).
+    Any other exception is named by its type."""
+    if not isinstance(error, OSError):  # not a write: say what it was
+        return f"{label}: {type(error).__name__}: {error}"
+    try:
+        kept = csv.stat().st_size > 0
+    except OSError:
+        kept = False
+    what = f"cannot write its report (the CSV {csv} was written)" if kept else "cannot write its results"
+    return f"{label}: {what}: {error}"
