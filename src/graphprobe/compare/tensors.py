@@ -46,6 +46,7 @@ Either way the rules run in the C++ engine
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,10 @@ def _file(folder: Path, data_name: str | None, side: str) -> tuple[Path | None, 
     """The tensor file of one side, or None and why it cannot be used."""
     if not data_name:
         return None, f"the {side} record has no data_name"
-    if "/" in data_name or "\\" in data_name or data_name in (".", ".."):
+    # A separator of this system (on POSIX only "/"; a backslash is an
+    # ordinary character there, and the tensor task writes one for a module
+    # registered as "a\\b") or "." / "..": not a file of dump_tensor_data/.
+    if any(sep in data_name for sep in (os.sep, os.altsep, "\0") if sep) or data_name in (".", ".."):
         return None, f"the {side} data_name {data_name!r} is not a plain file name"
     path = folder / TENSOR_DATA_DIR / data_name
     if not path.is_file():
