@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compare/dump_reader.h"
 #include "fs/atomic_file.h"
 
 namespace graphprobe::compare {
@@ -33,6 +34,22 @@ size_t read_at(int fd, const std::string& path, char* out, size_t size, size_t o
   return done;
 }
 
+// JSON never holds a NUL byte, not even inside a string; a file that does is
+// torn or sparse (space allocated but never written, e.g. by a writer that
+// crashed). Reported at once: the parser also reads bytes not yet loaded as
+// NUL, so without this check it would load the whole file (a sparse file of
+// any size) before it gave up at the first one.
+[[noreturn]] void fail_nul(const std::string& path, size_t offset) {
+  throw DumpFormatError(path + ": byte " + std::to_string(offset) +
+                        " is a NUL byte, which JSON never holds: the file is torn or sparse (written only in part, "
+                        "e.g. when the process writing it crashed); it is not a dump.json");
+}
+
+void check_no_nul(const std::string& path, const char* data, size_t size, size_t offset) {
+  if (const void* p = std::memchr(data, '\0', size))
+    fail_nul(path, offset + static_cast<size_t>(static_cast<const char*>(p) - data));
+}
+
 }  // namespace
 
 TextFeed::TextFeed(const std::string& path) : path_(path) {
@@ -53,7 +70,7 @@ TextFeed::TextFeed(const std::string& path) : path_(path) {
     // A pipe or an empty file: read it whole, into a mapping that grows.
     std::string text;
     char buf[1 << 16];
-    for (size_t at = 0;; at += sizeof(buf)) {
+    for (size_t at = 0;; at = text.size()) {
       ssize_t n;
       do n = ::read(fd_, buf, sizeof(buf));
       while (n < 0 && errno == EINTR);
@@ -63,6 +80,10 @@ TextFeed::TextFeed(const std::string& path) : path_(path) {
         fail("read", path, err);
       }
       if (n == 0) break;
+      if (std::memchr(buf, '\0', static_cast<size_t>(n)) != nullptr) {
+        ::close(fd_);
+        check_no_nul(path, buf, static_cast<size_t>(n), at);
+      }
       text.append(buf, static_cast<size_t>(n));
     }
     size = text.size();
@@ -86,7 +107,16 @@ TextFeed::TextFeed(const std::string& path) : path_(path) {
     throw std::bad_alloc();
   }
   size_ = size;
-  more();
+  try {
+    more();
+  } catch (...) {
+    // No destructor runs for a constructor that throws.
+    ::munmap(data_, size_);
+    data_ = nullptr;
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
 }
 
 TextFeed::~TextFeed() {
@@ -97,7 +127,10 @@ TextFeed::~TextFeed() {
 bool TextFeed::more() {
   if (loaded_ >= size_) return false;
   const size_t n = std::min(piece_, size_ - loaded_);
-  read_at(fd_, path_, data_ + loaded_, n, loaded_);
+  const size_t got = read_at(fd_, path_, data_ + loaded_, n, loaded_);
+  // Only what was read: a file that shrank leaves the rest NUL, which the
+  // parser reports as the end of the text it got.
+  check_no_nul(path_, data_ + loaded_, got, loaded_);
   loaded_ += n;
   piece_ *= 2;
   return true;
@@ -126,6 +159,7 @@ size_t TextFeed::count(std::string_view needle) const {
   for (size_t at = 0; at < size_;) {
     const size_t got = read_at(fd_, path_, buf.data() + carry, std::min(kPiece, size_ - at), at);
     if (got == 0) break;
+    check_no_nul(path_, buf.data() + carry, got, at);
     const std::string_view piece(buf.data(), carry + got);
     for (size_t pos = piece.find(needle); pos != std::string_view::npos; pos = piece.find(needle, pos + 1)) ++n;
     at += got;

@@ -5,7 +5,10 @@
 // The file's bytes go into an anonymous mapping of its size: pages not yet
 // read cost nothing, and pages released (MADV_DONTNEED) are given back. A
 // parser that runs into bytes not yet read finds NUL bytes, which JSON never
-// allows, fails, and is retried after more() (see parse_dump).
+// allows, fails, and is retried after more() (see parse_dump). A NUL byte in
+// the file itself (a torn or sparse file) is therefore reported as soon as it
+// is read, as a DumpFormatError naming the file and the byte's offset, so
+// that such a file is never loaded whole.
 
 #include <cstddef>
 #include <string>
@@ -15,7 +18,8 @@ namespace graphprobe::compare {
 
 class TextFeed {
  public:
-  // Opens `path`; throws fs::IoError when it cannot be opened or read.
+  // Opens `path`; throws fs::IoError when it cannot be opened or read, and
+  // DumpFormatError when the first piece holds a NUL byte.
   explicit TextFeed(const std::string& path);
   ~TextFeed();
   TextFeed(const TextFeed&) = delete;
@@ -25,10 +29,12 @@ class TextFeed {
   std::string_view text() const { return {data_, size_}; }
   size_t loaded() const { return loaded_; }
   // Reads the next piece (each twice the last); false when all is read.
+  // Throws DumpFormatError when the piece holds a NUL byte.
   bool more();
   // Gives back the pages wholly before `offset`.
   void release(size_t offset);
-  // How often `needle` occurs in the file, read once in pieces.
+  // How often `needle` occurs in the file, read once in pieces; throws
+  // DumpFormatError at a NUL byte.
   size_t count(std::string_view needle) const;
 
  private:

@@ -1,10 +1,17 @@
 // The JSON reader: valid documents, Python's non-finite literals, and errors
 // with line:column on malformed or hostile input.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "compare/dump_reader.h"
 #include "format/json_reader.h"
 #include "format/json_writer.h"
 #include "tests/check.h"
@@ -186,6 +193,36 @@ void hostile_input_never_crashes() {
   CHECK_EQ(parsed + rejected, 20000);
 }
 
+// A torn dump.json: a valid beginning, then a hole of 1 GiB (a sparse file:
+// no disk, reads as NUL bytes). The reader must stop at the first NUL byte,
+// naming the file and the offset, without reading the rest into memory
+// (issue 28, D5: it used to hold the whole file before failing at 1:1).
+void torn_sparse_file_fails_fast() {
+  const char* base = std::getenv("GRAPHPROBE_TEST_TMP");
+  const std::string path = std::string(base ? base : "/tmp") + "/torn_dump.json";
+  const std::string head = R"({"task": "statistics", "data": {)";
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    CHECK(::write(fd, head.data(), head.size()) == static_cast<ssize_t>(head.size()));
+    CHECK(::ftruncate(fd, off_t{1} << 30) == 0);
+    ::close(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS(graphprobe::compare::DumpFormatError, graphprobe::compare::read_dump(path),
+               path + ": byte " + std::to_string(head.size()) + " is a NUL byte");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(secs < 5.0);
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  CHECK(ru.ru_maxrss < 256 * 1024);  // KiB: far below the 1 GiB the file claims
+  // All NUL from the first byte.
+  CHECK(::truncate(path.c_str(), 0) == 0);
+  CHECK(::truncate(path.c_str(), off_t{1} << 30) == 0);
+  CHECK_THROWS(graphprobe::compare::DumpFormatError, graphprobe::compare::read_dump(path), ": byte 0 is a NUL byte");
+  ::unlink(path.c_str());
+}
+
 void run_all() {
   valid_documents();
   non_finite_literals();
@@ -194,6 +231,7 @@ void run_all() {
   duplicate_keys_keep_the_last_value_at_the_first_place();
   object_stream_reads_member_by_member();
   hostile_input_never_crashes();
+  torn_sparse_file_fails_fast();
 }
 
 }  // namespace
