@@ -277,7 +277,8 @@ def test_unreadable_files(tmp_path: Path) -> None:
     torch.save({"a": torch.ones(3)}, not_tensor)
     with pytest.raises(_C.TensorFileError, match="garbage.pt' is not a readable torch.save archive"):
         _C.tensor_metrics(str(garbage), str(good))
-    with pytest.raises(_C.TensorFileError, match="dict.pt' holds a GenericDict, not one tensor"):
+    with pytest.raises(_C.TensorFileError, match="dict.pt' is not a readable torch.save archive: the file holds a "
+                       "dict, not one tensor"):
         _C.tensor_metrics(str(good), str(not_tensor))
     with pytest.raises(OSError, match="cannot open tensor file"):
         _C.tensor_metrics(str(tmp_path / "absent.pt"), str(good))
@@ -440,3 +441,75 @@ def test_cli_tensor_dump_roots(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert rows["output.0"]["Result"] == "pass"
     (report,) = (out / "step0").glob("compare_report_0_*.html")
     assert re.search(r"<th[^>]*>Cosine</th><th[^>]*>MaxAbsErr</th>", report.read_text())
+
+
+# ---------------------------------------------------------------- float8 and dtypes without metrics (issue 28, D4)
+
+
+FLOAT8 = [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu]
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_float8_is_compared_as_float64(tmp_path: Path, dtype: torch.dtype) -> None:
+    """float8 dumps used to end compare with a NotImplementedError traceback;
+    their values are compared as float64 (reference: the stored values
+    converted by torch, the metrics in plain Python)."""
+    values = [1.0, 2.0, 4.0, 0.5, 8.0, 16.0]  # exact in every float8 kind (e8m0 holds powers of two only)
+    b = torch.tensor(values).reshape(2, 3).to(dtype)
+    t = (torch.tensor(values) * torch.tensor([1, 1, 1, 1, 1, 2.0])).reshape(2, 3).to(dtype)
+    row = pair_rows(tmp_path, t, b)["output.0"]
+    tv, bv = t.double().flatten().tolist(), b.double().flatten().tolist()
+    assert tv[-1] == 32.0 and bv[-1] == 16.0  # the one difference, stored exactly
+    dot = sum(x * y for x, y in zip(tv, bv))
+    cos = dot / math.sqrt(sum(x * x for x in tv) * sum(y * y for y in bv))
+    cos_got, euc, mae, mre, r1, r5 = metrics(row)
+    assert close(cos_got, cos) and close(euc, 16.0) and close(mae, 16.0) and close(mre, 1.0)
+    assert (r1, r5) == (5 / 6, 5 / 6)
+    msprobe = _C.msprobe_real_data(*(str(tmp_path / side / TENSOR_DATA_DIR / f"{E}.output.0.pt") for side in "tb"))
+    assert msprobe["cells"][2] == 16.0 and msprobe["cells"][3] == 1.0
+
+
+def _raw_dump(folder: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """A tensor dump of one entry per tensor, records written without
+    statistics (no arithmetic exists for bits and fp4)."""
+    (folder / TENSOR_DATA_DIR).mkdir(parents=True)
+    data = {}
+    for name, x in tensors.items():
+        entry = f"Functional.{name}.0.forward"
+        torch.save(x, folder / TENSOR_DATA_DIR / f"{entry}.output.0.pt")
+        data[entry] = {"input_args": [], "input_kwargs": {}, "output": [{
+            "type": "torch.Tensor", "dtype": str(x.dtype), "shape": list(x.shape), "Max": None, "Min": None,
+            "Mean": None, "Norm": None, "requires_grad": False, "data_name": f"{entry}.output.0.pt"}]}
+    (folder / "dump.json").write_text(json.dumps({"task": "tensor", "level": "L1", "data": data}))
+
+
+@pytest.mark.parametrize("layout", ["msprobe", "graphprobe"])
+def test_dtypes_without_metrics_are_reported_per_row(tmp_path: Path, layout: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """float8 next to fp4, bits and complex32 in one dump: the CLI finishes
+    (exit 0, CSV written), float8 rows have metrics, the others a message."""
+    raw = torch.arange(6, dtype=torch.uint8).reshape(2, 3)
+    tensors = {"f8": torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).to(torch.float8_e4m3fn),
+               "fp4": raw.view(torch.float4_e2m1fn_x2), "bits": raw.view(torch.bits8),
+               "c32": torch.ones(2, 3, dtype=torch.complex32), "u16": raw.to(torch.uint16)}
+    for side in ("t", "b"):
+        _raw_dump(tmp_path / side, tensors)
+    out = tmp_path / "out"
+    code = main(["compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(out), "-q",
+                 "--tensor-layout", layout])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Traceback" not in err
+    (csv_path,) = out.glob("compare_result_*.csv")
+    with open(csv_path, newline="") as f:
+        rows = {r["NPU Name"].split(".")[1]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(tensors)
+    cosine = "Cosine"
+    for name in ("f8", "u16"):
+        assert float(rows[name][cosine]) == 1.0, rows[name]
+    for name, why in (("fp4", "two 4-bit values are packed"), ("bits", "raw bits"), ("c32", "no order")):
+        assert any("are not supported: " in m and why in m for m in json.loads(rows[name]["Err_message"])), rows[name]["Err_message"]
+        if layout == "graphprobe":
+            assert rows[name]["Result"] == "warning"
+        else:
+            assert rows[name][cosine] == "unsupported"

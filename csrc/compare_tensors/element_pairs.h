@@ -15,8 +15,10 @@ namespace graphprobe::compare_tensors {
 // `graphprobe compare` runs pairs in forked workers.
 template <typename T, typename F>
 void for_each_pair(const at::Tensor& t, const at::Tensor& b, F&& f) {
-  const T* pt = t.const_data_ptr<T>();
-  const T* pb = b.const_data_ptr<T>();
+  // The untyped pointer (storage offset applied): the typed accessor is not
+  // instantiated in libtorch for every dtype read here (float8, uint16-64).
+  const T* pt = static_cast<const T*>(t.const_data_ptr());
+  const T* pb = static_cast<const T*>(b.const_data_ptr());
   const int64_t n = t.numel();
   if (t.is_contiguous() && b.is_contiguous()) {
     for (int64_t i = 0; i < n; ++i)

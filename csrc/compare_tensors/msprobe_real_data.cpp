@@ -1,6 +1,6 @@
 #include "compare_tensors/msprobe_real_data.h"
 
-#include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
 #include <c10/util/Half.h>
 
 #include <cmath>
@@ -48,13 +48,14 @@ std::vector<int64_t> squeezed(at::IntArrayRef sizes) {
 std::vector<double> values(const at::Tensor& t) {
   std::vector<double> out;
   out.reserve(static_cast<size_t>(t.numel()));
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "graphprobe::msprobe_real_data",
-                             [&] {
-                               for_each_pair<scalar_t>(t, t, [&](scalar_t x, scalar_t) {
-                                 out.push_back(static_cast<double>(x));
-                                 return true;
-                               });
-                             });
+  AT_DISPATCH_V2(t.scalar_type(), "graphprobe::msprobe_real_data", AT_WRAP([&] {
+                   for_each_pair<scalar_t>(t, t, [&](scalar_t x, scalar_t) {
+                     out.push_back(static_cast<double>(x));
+                     return true;
+                   });
+                 }),
+                 AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_FLOAT8_TYPES),
+                 AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   return out;
 }
 
@@ -139,9 +140,7 @@ void cosine(const std::vector<double>& x, const std::vector<double>& y, RealData
 
 RealDataMetrics msprobe_real_data(const at::Tensor& target, const at::Tensor& bench) {
   for (const at::Tensor* t : {&target, &bench})
-    if (t->is_complex() || t->is_quantized() || t->layout() != at::kStrided)
-      throw TensorMismatchError("tensors of dtype " + std::string(c10::toString(t->scalar_type())) +
-                                " are not supported");
+    if (!comparable(*t)) throw TensorNotComparableError(not_comparable(*t));
   if (target.numel() == 0) return all("unsupported", "empty tensor: nothing to compare");
   if (squeezed(target.sizes()) != squeezed(bench.sizes()))
     return all("shape unmatched", "shape of the tensor files differs");

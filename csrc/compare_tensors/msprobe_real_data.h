@@ -52,8 +52,10 @@ struct RealDataMetrics {
   std::vector<std::string> notes;     // why cells are words, for Err_message
 };
 
-// Throws TensorMismatchError for tensors without an order (complex) or not
-// strided.
+// Throws TensorNotComparableError for tensors that are not comparable()
+// (tensor_metrics.h: complex, float4_e2m1fn_x2, the bits types, not
+// strided). float8 and uint16/32/64 are read as float64 (msprobe itself
+// cannot read float8 through numpy; graphprobe compares them as float64).
 RealDataMetrics msprobe_real_data(const at::Tensor& target, const at::Tensor& bench);
 
 // load_tensor_file on both, then msprobe_real_data.

@@ -1,11 +1,12 @@
 #include "compare_tensors/tensor_metrics.h"
 
 #include "compare_tensors/element_pairs.h"
+#include "format/pt_archive.h"
 
-#include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,7 +32,12 @@ std::string dtype_name(at::ScalarType s) {
     case at::kShort: return "torch.int16";
     case at::kInt: return "torch.int32";
     case at::kLong: return "torch.int64";
-    default: return c10::toString(s);
+    default: {
+      // torch's Python names, from the table of the file reader.
+      for (const auto& d : pt::all_dtypes())
+        if (std::strcmp(d.c10_name, c10::toString(s)) == 0) return std::string("torch.") + d.name;
+      return c10::toString(s);
+    }
   }
 }
 
@@ -51,20 +57,13 @@ std::string num(double v) {
   return os.str();
 }
 
-std::vector<char> read_bytes(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
-  if (!f) throw TensorFileError("cannot open tensor file '" + path + "': " + std::strerror(errno));
-  std::vector<char> data;
-  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
-    const long size = std::ftell(f.get());
-    if (size > 0) data.reserve(static_cast<size_t>(size));
-    std::rewind(f.get());
+// The ScalarType whose c10 name the file's dtype has.
+at::ScalarType scalar_type_of(const pt::DtypeInfo& d, const std::string& path) {
+  for (int i = 0; i < static_cast<int>(at::ScalarType::NumOptions); ++i) {
+    const auto st = static_cast<at::ScalarType>(i);
+    if (std::strcmp(c10::toString(st), d.c10_name) == 0) return st;
   }
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) data.insert(data.end(), buf, buf + n);
-  if (std::ferror(f.get())) throw TensorFileError("cannot read tensor file '" + path + "': " + std::strerror(errno));
-  return data;
+  throw TensorFileError("tensor file '" + path + "' holds dtype torch." + d.name + ", which this torch does not have");
 }
 
 // Running sums of one pass; see the header for what each becomes.
@@ -110,20 +109,46 @@ Accumulator accumulate(const at::Tensor& t, const at::Tensor& b, double eps) {
 
 }  // namespace
 
+bool comparable(const at::Tensor& t) {
+  const at::ScalarType s = t.scalar_type();
+  return t.layout() == at::kStrided && !t.is_quantized() &&
+         (c10::isIntegralType(s, /*includeBool=*/true) || c10::isFloat8Type(s) || s == at::kFloat ||
+          s == at::kDouble || s == at::kHalf || s == at::kBFloat16);
+}
+
+std::string not_comparable(const at::Tensor& t) {
+  const at::ScalarType s = t.scalar_type();
+  std::string why = "their values have no order";  // complex
+  if (s == at::kFloat4_e2m1fn_x2) why = "two 4-bit values are packed in each element";
+  else if (!t.is_complex()) why = "their elements are raw bits, not numbers";
+  return "tensors of dtype " + dtype_name(s) + " are not supported: " + why +
+         " (compared are bool, the integer types, float16, bfloat16, float32, float64 and the float8 types)";
+}
+
 at::Tensor load_tensor_file(const std::string& path) {
-  const std::vector<char> data = read_bytes(path);
-  c10::IValue value;
+  // Not torch::jit::pickle_load: it trusts the sizes in the pickle (see
+  // format/pt_archive.h). The layout read here is checked against what the
+  // file holds; set_ checks it once more.
+  pt::TensorLayout layout;
   try {
-    value = torch::jit::pickle_load(data);
-  } catch (const c10::Error& e) {
-    throw TensorFileError("tensor file '" + path + "' is not a readable torch.save archive: " +
-                          e.what_without_backtrace());
+    layout = pt::read_tensor_layout(path);
+  } catch (const pt::FormatError& e) {
+    throw TensorFileError(e.what());
   }
-  if (!value.isTensor())
-    throw TensorFileError("tensor file '" + path + "' holds a " + value.tagKind() + ", not one tensor");
-  at::Tensor t = value.toTensor();
-  if (!t.device().is_cpu())
-    throw TensorFileError("tensor file '" + path + "' holds a tensor on " + t.device().str() + ", not on the CPU");
+  const at::ScalarType st = scalar_type_of(*layout.dtype, path);
+  // The storage as bytes, wherever it was saved from (the compare reads values only).
+  at::Tensor bytes = at::empty({static_cast<int64_t>(layout.storage_bytes)}, at::TensorOptions().dtype(at::kByte));
+  try {
+    pt::read_storage(path, layout, bytes.data_ptr());
+  } catch (const pt::FormatError& e) {
+    throw TensorFileError(e.what());
+  }
+  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(st));
+  try {
+    t.set_(bytes.storage(), layout.storage_offset, layout.sizes, layout.strides);
+  } catch (const c10::Error& e) {
+    throw TensorFileError("tensor file '" + path + "': " + e.what_without_backtrace());
+  }
   return t;
 }
 
@@ -134,8 +159,7 @@ TensorMetrics compute_tensor_metrics(const at::Tensor& target, const at::Tensor&
   if (target.sizes() != bench.sizes())
     throw TensorMismatchError("shape mismatch in the tensor files: " + shape_str(target.sizes()) + " vs " +
                               shape_str(bench.sizes()));
-  if (target.is_complex() || target.is_quantized() || target.layout() != at::kStrided)
-    throw TensorMismatchError("tensors of dtype " + dtype_name(target.scalar_type()) + " are not supported");
+  if (!comparable(target)) throw TensorNotComparableError(not_comparable(target));
 
   TensorMetrics m;
   const int64_t n = target.numel();
@@ -148,8 +172,11 @@ TensorMetrics compute_tensor_metrics(const at::Tensor& target, const at::Tensor&
   const double eps = narrow_float ? static_cast<double>(std::numeric_limits<float>::epsilon())
                                   : std::numeric_limits<double>::epsilon();
   Accumulator a;
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, st, "graphprobe::compute_tensor_metrics",
-                             [&] { a = accumulate<scalar_t>(target, bench, eps); });
+  // float8 and uint16/32/64 too: every element is read as a double (exact
+  // for all of them but uint64 beyond 2^53, which rounds).
+  AT_DISPATCH_V2(st, "graphprobe::compute_tensor_metrics", AT_WRAP([&] { a = accumulate<scalar_t>(target, bench, eps); }),
+                 AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_FLOAT8_TYPES),
+                 AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
 
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (a.mismatch_at >= 0) {

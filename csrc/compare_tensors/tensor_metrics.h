@@ -47,6 +47,13 @@ class TensorMismatchError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Two tensors of a dtype the metrics are not defined for (not comparable()):
+// the row is reported as not compared, not as a mismatch.
+class TensorNotComparableError : public TensorMismatchError {
+ public:
+  using TensorMismatchError::TensorMismatchError;
+};
+
 constexpr double kOneThousandth = 0.001;
 constexpr double kFiveThousandths = 0.005;
 
@@ -62,11 +69,22 @@ struct TensorMetrics {
   std::vector<std::string> notes;
 };
 
-// Reads a torch.save archive (zip format) holding one CPU tensor. Throws
-// TensorFileError naming the file.
+// Reads a torch.save archive (zip format) holding one tensor, as a CPU
+// tensor whatever device it was saved from; every size, stride and offset is
+// checked against what the file holds (format/pt_archive.h). Throws
+// TensorFileError naming the file and what is wrong with it.
 at::Tensor load_tensor_file(const std::string& path);
 
-// Throws TensorMismatchError when dtype or shape differ.
+// Whether the metrics are defined for t's dtype: bool, the integer types
+// (uint16/32/64 included), float16, bfloat16, float32, float64 and the float8
+// types (read as float64). Not complex (no order), float4_e2m1fn_x2 (packed
+// pairs) or the bits types (raw bits).
+bool comparable(const at::Tensor& t);
+// Why not, for the error message.
+std::string not_comparable(const at::Tensor& t);
+
+// Throws TensorMismatchError when dtype or shape differ, and
+// TensorNotComparableError when the dtype is not comparable().
 TensorMetrics compute_tensor_metrics(const at::Tensor& target, const at::Tensor& bench);
 
 // load_tensor_file on both, then compute_tensor_metrics.

@@ -5,6 +5,7 @@
 // compare never imports _C.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <c10/util/Exception.h>
 
 #include "compare_tensors/msprobe_real_data.h"
 #include "compare_tensors/tensor_metrics.h"
@@ -14,17 +15,36 @@ namespace py = pybind11;
 namespace gct = graphprobe::compare_tensors;
 
 namespace graphprobe::python {
+namespace {
+
+// Any other failure of torch while one pair is compared (a dtype an ATen
+// call does not take, say) becomes TensorNotComparableError naming both
+// files, so that compare reports the row (not compared, a warning) instead of
+// raising out of it.
+template <typename F>
+auto guarded(const std::string& target_file, const std::string& bench_file, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    throw gct::TensorNotComparableError("cannot compare tensor files '" + target_file + "' and '" + bench_file +
+                                   "': " + e.what_without_backtrace());
+  }
+}
+
+}  // namespace
 
 void bind_tensor_compare(py::module_& m) {
   py::register_exception<gct::TensorFileError>(m, "TensorFileError", PyExc_OSError);
-  py::register_exception<gct::TensorMismatchError>(m, "TensorMismatchError", PyExc_ValueError);
+  auto mismatch = py::register_exception<gct::TensorMismatchError>(m, "TensorMismatchError", PyExc_ValueError);
+  // Registered after its base, so that pybind11 tries it first.
+  py::register_exception<gct::TensorNotComparableError>(m, "TensorNotComparableError", mismatch.ptr());
   m.def(
       "tensor_metrics",
       [](const std::string& target_file, const std::string& bench_file) {
         gct::TensorMetrics r;
         {
           py::gil_scoped_release release;
-          r = gct::compare_tensor_files(target_file, bench_file);
+          r = guarded(target_file, bench_file, [&] { return gct::compare_tensor_files(target_file, bench_file); });
         }
         py::dict d;
         d["cosine"] = r.cosine;
@@ -48,7 +68,7 @@ void bind_tensor_compare(py::module_& m) {
         gct::RealDataMetrics r;
         {
           py::gil_scoped_release release;
-          r = gct::msprobe_real_data_files(target_file, bench_file);
+          r = guarded(target_file, bench_file, [&] { return gct::msprobe_real_data_files(target_file, bench_file); });
         }
         py::list cells;
         for (const auto& c : r.cells) {
@@ -65,8 +85,9 @@ void bind_tensor_compare(py::module_& m) {
       "msprobe's real-data cells of two torch.save tensor files: {'cells': six floats or msprobe's words "
       "('unsupported', 'shape unmatched', 'N/A', 'Nan') in the order Cosine, EucDist, MaxAbsErr, MaxRelativeErr, "
       "One Thousandth Err Ratio, Five Thousandths Err Ratio; 'notes': why a cell is a word}. Raises "
-      "TensorFileError (an OSError) when a file cannot be read as one tensor and TensorMismatchError (a "
-      "ValueError) for a dtype without an order (complex).");
+      "TensorFileError (an OSError) when a file cannot be read as one tensor and TensorNotComparableError "
+      "(a TensorMismatchError, a ValueError) for a dtype the metrics are not defined for (complex, "
+      "float4_e2m1fn_x2, bits).");
 }
 
 }  // namespace graphprobe::python

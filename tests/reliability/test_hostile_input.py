@@ -79,3 +79,128 @@ def test_dump_documents(tmp_path, doc, junk):
                 assert "doc" in str(exc), str(exc)  # names the file
             else:
                 assert len(result.rows) >= 0
+
+
+# ---------------------------------------------------------------- attack list (issue 28)
+#
+# Each entry: a hostile file, what graphprobe must do with it. The crafted
+# .pt files are in crafted_pt.py (shared with scripts/asan_parsers.sh).
+#
+# D1  a .pt whose pickle claims more elements than its storage holds (and the
+#     other claims in crafted_pt.ATTACKS: offsets, strides, overflow, a lying
+#     zip directory, hostile pickle opcodes) -> the row names the file and the
+#     claim; no signal, no metrics from memory outside the file.
+# D5  a torn/sparse dump.json (NUL bytes) -> DumpFormatError naming the file
+#     and the byte offset, quickly, with memory far below the file's size.
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import crafted_pt  # noqa: E402
+
+_ENTRY = "Functional.{}.0.forward"
+
+
+def _tensor_dump(folder: Path, files: dict[str, bytes]) -> None:
+    """A tensor dump with one entry per file, each output record pointing at it."""
+    data_dir = folder / "dump_tensor_data"
+    data_dir.mkdir(parents=True)
+    data = {}
+    for name, blob in files.items():
+        entry = _ENTRY.format(name)
+        (data_dir / f"{entry}.output.0.pt").write_bytes(blob)
+        data[entry] = {"input_args": [], "input_kwargs": {}, "output": [{
+            "type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 4.0, "Min": 1.0, "Mean": 2.5,
+            "Norm": 5.477225575051661, "requires_grad": False, "data_name": f"{entry}.output.0.pt"}]}
+    (folder / "dump.json").write_text(json.dumps({"task": "tensor", "level": "L1", "data": data}))
+
+
+def _good_pt() -> bytes:
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(torch.tensor([1.0, 2.0, 3.0, 4.0]), buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("layout", ["msprobe", "graphprobe"])
+def test_d1_crafted_tensor_files_are_refused_naming_the_file(tmp_path, layout):
+    import csv
+
+    from graphprobe.compare import Pair, compare_pair
+
+    good = _good_pt()
+    _tensor_dump(tmp_path / "t", {name: blob for name, (blob, _) in crafted_pt.ATTACKS.items()})
+    _tensor_dump(tmp_path / "b", {name: good for name in crafted_pt.ATTACKS})
+    out = tmp_path / "out"
+    outcome = compare_pair(Pair(None, "0", tmp_path / "t" / "dump.json", tmp_path / "b" / "dump.json"),
+                           out / "r.csv", out / "r.html", tensor_layout=layout)
+    assert outcome.error is None, outcome.error
+    with open(out / "r.csv", newline="") as f:
+        rows = {r["NPU Name"].split(".")[1]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(crafted_pt.ATTACKS)
+    for name, (_, why) in crafted_pt.ATTACKS.items():
+        row = rows[name]
+        path = tmp_path / "t" / "dump_tensor_data" / f"{_ENTRY.format(name)}.output.0.pt"
+        messages = json.loads(row["Err_message"])
+        assert any(str(path) in m and why in m for m in messages), (name, messages)
+        assert row["Cosine"] in ("unsupported", "N/A"), (name, row["Cosine"])
+
+
+def test_d1_large_claim_in_parallel_compare_is_not_a_crash(tmp_path):
+    """Two rank pairs compared by worker processes: the file claiming 2^28
+    floats used to kill its worker (SIGSEGV, reported "out of memory (0 MB)")."""
+    good = _good_pt()
+    blob = crafted_pt.ATTACKS["large_claim"][0]
+    for rank in (0, 1):
+        _tensor_dump(tmp_path / "t" / "step0" / f"rank{rank}", {"large_claim": blob})
+        _tensor_dump(tmp_path / "b" / "step0" / f"rank{rank}", {"large_claim": good})
+    proc = subprocess.run([sys.executable, "-m", "graphprobe.cli", "compare", str(tmp_path / "t"),
+                           str(tmp_path / "b"), "-o", str(tmp_path / "out"), "-q", "-j", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "out of memory" not in proc.stderr and "Traceback" not in proc.stderr
+    texts = [p.read_text() for p in (tmp_path / "out").rglob("compare_result_*.csv")]
+    assert len(texts) == 2
+    assert all("claims 268435456 elements of 4 bytes (1073741824 bytes), but holds 16 bytes" in t for t in texts)
+
+
+_SPARSE_CHILD = """
+import resource, sys, time
+from graphprobe import _compare
+path = sys.argv[1]
+print("BEFORE_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # after the imports (torch among them)
+start = time.monotonic()
+try:
+    _compare.compare_files(path, path, _compare.CompareOptions())
+except _compare.DumpFormatError as e:
+    print("ERROR", e)
+print("SECONDS", time.monotonic() - start)
+print("MAXRSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+@pytest.mark.parametrize("head", [b"", b'{"task": "statistics", "data": {"Functional.a.0.forward": {}, '])
+def test_d5_sparse_dump_json_fails_fast_with_bounded_memory(tmp_path, head):
+    """A 2 GiB dump.json that is a hole (NUL bytes, no disk), alone or after a
+    valid beginning -- a torn file. It used to be read whole (2 GiB resident,
+    ~9 s) before the error at 1:1."""
+    path = tmp_path / "dump.json"
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(2 << 30)
+    proc = subprocess.run([sys.executable, "-c", _SPARSE_CHILD, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["ERROR"].startswith(f"{path}: byte {len(head)} is a NUL byte, which JSON never holds"), lines
+    assert "torn or sparse" in lines["ERROR"]
+    assert float(lines["SECONDS"]) < 5.0
+    # The read adds at most one 16 MiB piece to what the imports hold.
+    assert int(lines["MAXRSS_KB"]) - int(lines["BEFORE_KB"]) < 64 * 1024, lines

@@ -35,10 +35,13 @@ Five Thousandths Err Ratio share of elements with relative error < 0.005
 ========================== ===================================================
 
   Positions where both sides hold the same non-finite value count as 0 vs 0;
-  any other non-finite position makes every metric nan. Rows whose records or
-  files differ in dtype or shape get no metrics and Result error; rows whose
-  files are missing or unreadable get no metrics and Result warning; the
-  reason goes to Err_message.
+  any other non-finite position makes every metric nan. float8 and
+  uint16/32/64 tensors are read as float64. Rows whose records or files
+  differ in dtype or shape get no metrics and Result error; rows whose files
+  are missing or unreadable (a file whose sizes claim more than it holds is
+  unreadable), or of a dtype without these metrics (complex,
+  float4_e2m1fn_x2, bits), get no metrics and Result warning; the reason goes
+  to Err_message.
 
 Either way the rules run in the C++ engine
 (``CompareResult.finish_tensor_compare``).
@@ -128,6 +131,8 @@ def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
         return "unavailable", _NONE, files
     try:
         d = native.tensor_metrics(*files)
+    except native.TensorNotComparableError as e:  # complex, fp4, bits: no metrics, not a mismatch
+        return "unavailable", _NONE, [str(e)]
     except native.TensorMismatchError as e:
         return "mismatch", _NONE, [str(e)]
     except OSError as e:  # TensorFileError, or the file vanished

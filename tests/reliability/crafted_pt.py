@@ -1,0 +1,135 @@
+"""Crafted torch.save files: a pickle that claims more than the file holds.
+
+Used by tests/reliability/test_hostile_input.py (compare must refuse each one
+with a message naming the file, never read out of bounds) and by
+scripts/asan_parsers.sh, which writes them with ``python crafted_pt.py DIR``
+and reads every one with the C++ reader built under ASan/UBSan
+(csrc/tests/test_pt_archive.cpp).
+
+Each file is a zip archive as torch.save writes it (stored records
+``archive/data.pkl``, ``archive/data/0``, ``archive/byteorder``) around a
+protocol-2 pickle assembled here opcode by opcode, so that every claim can be
+set independently of the bytes really stored.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import sys
+import zipfile
+from pathlib import Path
+
+
+def _int(v: int) -> bytes:
+    if 0 <= v < 256:
+        return b"K" + bytes([v])
+    if 0 <= v < 65536:
+        return b"M" + struct.pack("<H", v)
+    if -(2**31) <= v < 2**31:
+        return b"J" + struct.pack("<i", v)
+    return b"\x8a\x08" + struct.pack("<q", v)
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def _ints(v: list[int]) -> bytes:
+    return b"(" + b"".join(_int(x) for x in v) + b"t"
+
+
+def tensor_pickle(storage_numel: int, size: list[int], stride: list[int], offset: int = 0,
+                  storage: str = "FloatStorage", key: str = "0") -> bytes:
+    """The pickle torch.save writes for a tensor (``_rebuild_tensor_v2``),
+    with every number chosen by the caller."""
+    return (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(("
+            + _str("storage") + b"ctorch\n" + storage.encode() + b"\n" + _str(key) + _str("cpu")
+            + _int(storage_numel) + b"tQ" + _int(offset) + _ints(size) + _ints(stride)
+            + b"\x89ccollections\nOrderedDict\n)RtR.")
+
+
+def archive(pickle: bytes, storage: bytes, *, extra: dict[str, bytes] | None = None) -> bytes:
+    """A zip archive as torch.save writes it around ``pickle`` and the storage bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pickle)
+        z.writestr("archive/byteorder", b"little")
+        z.writestr("archive/data/0", storage)
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+FLOATS16 = struct.pack("<4f", 1.0, 2.0, 3.0, 4.0)
+
+# name -> (file bytes, what the error must say). Every one of these is a file
+# torch.load refuses too.
+ATTACKS: dict[str, tuple[bytes, str]] = {
+    # D1 as reported: the storage claims 2^28 floats, the file holds 4.
+    "large_claim": (archive(tensor_pickle(1 << 28, [1 << 28], [1]), FLOATS16), "holds 16 bytes"),
+    # The small claim that used to give metrics from heap memory.
+    "small_claim": (archive(tensor_pickle(8, [8], [1]), FLOATS16), "holds 16 bytes"),
+    # Storage honest, the tensor's size reaches past it.
+    "size_past_storage": (archive(tensor_pickle(4, [5], [1]), FLOATS16), "reads past the end of the storage"),
+    "offset_past_storage": (archive(tensor_pickle(4, [2], [1], offset=3), FLOATS16), "reads past the end"),
+    "stride_past_storage": (archive(tensor_pickle(4, [2, 2], [3, 1]), FLOATS16), "reads past the end"),
+    "negative_stride": (archive(tensor_pickle(4, [2], [-1], offset=1), FLOATS16), "negative value -1"),
+    "negative_size": (archive(tensor_pickle(4, [-2], [1]), FLOATS16), "negative value -2"),
+    "negative_offset": (archive(tensor_pickle(4, [1], [1], offset=-1), FLOATS16), "offset is negative"),
+    "numel_overflow": (archive(tensor_pickle(4, [2**62, 8], [1, 1]), FLOATS16), "more elements than any file"),
+    "stride_overflow": (archive(tensor_pickle(4, [3], [2**62]), FLOATS16), "strides reach past"),
+    "storage_bytes_overflow": (archive(tensor_pickle(2**62, [1], [1]), FLOATS16), "more than any file holds"),
+    "size_stride_rank_differ": (archive(tensor_pickle(4, [2, 2], [1]), FLOATS16), "2 sizes but 1 strides"),
+    "missing_storage_record": (archive(tensor_pickle(4, [4], [1], key="7"), FLOATS16), "data/7') is missing"),
+    # The pickle machine itself.
+    "huge_memo_id": (archive(b"\x80\x02N" + b"r\xff\xff\xff\xff" + b"j\xfe\xff\xff\xff.", FLOATS16),
+                     "reads memo 4294967294, never stored"),
+    "odd_setitems": (archive(b"\x80\x02}(K\x01u.", FLOATS16), "odd number of values"),
+    "stack_underflow": (archive(b"\x80\x02R.", FLOATS16), "empty stack"),
+    "mark_underflow": (archive(b"\x80\x02Nt.", FLOATS16), "never opened"),
+    "truncated_pickle": (archive(tensor_pickle(4, [4], [1])[:-9], FLOATS16), "ends"),
+    "unknown_call": (archive(b"\x80\x02cos\nsystem\n" + _str("true") + b"\x85R.", FLOATS16),
+                     "calls 'os system'"),
+    "long_string_claim": (archive(b"\x80\x02X\xff\xff\xff\x7f", FLOATS16), "ends in the middle of a value"),
+}
+
+
+def _truncated_zip() -> bytes:
+    good = archive(tensor_pickle(4, [4], [1]), FLOATS16)
+    return good[: len(good) // 2]
+
+
+def _lying_directory() -> bytes:
+    """The zip directory says the storage record is 1 GiB long."""
+    good = bytearray(archive(tensor_pickle(4, [4], [1]), FLOATS16))
+    cd = good.rfind(b"PK\x01\x02")  # the last directory entry, then backwards
+    while cd >= 0:
+        name_len = struct.unpack_from("<H", good, cd + 28)[0]
+        if bytes(good[cd + 46: cd + 46 + name_len]) == b"archive/data/0":
+            struct.pack_into("<II", good, cd + 20, 1 << 30, 1 << 30)
+            break
+        cd = good.rfind(b"PK\x01\x02", 0, cd)
+    return bytes(good)
+
+
+ATTACKS["truncated_zip"] = (_truncated_zip(), "not a readable torch.save archive")
+ATTACKS["lying_zip_directory"] = (_lying_directory(), "claims 1073741824 bytes")
+ATTACKS["not_a_zip"] = (b"not a zip archive at all, just text", "no zip end-of-directory record")
+
+
+def write_all(folder: Path) -> list[Path]:
+    """Writes every attack file into ``folder`` as ``<name>.pt``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, (data, _) in ATTACKS.items():
+        path = folder / f"{name}.pt"
+        path.write_bytes(data)
+        out.append(path)
+    return out
+
+
+if __name__ == "__main__":
+    for p in write_all(Path(sys.argv[1])):
+        print(p)
