@@ -461,3 +461,80 @@ def test_fork_child_saves_and_exits_without_hanging(tmp_path):
     assert {f"p_{i}.pt" for i in range(40)} <= names
     assert "child_0.pt" in names
     _assert_bitwise(_load(tmp_path / "child_0.pt"), torch.ones(5))
+
+
+# ----------------------------------------------------------------- every dtype torch has (issue 28: D3, D9, D24)
+
+
+def _every_dtype() -> list[torch.dtype]:
+    """Every torch.dtype object the torch module exports."""
+    return sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
+
+
+def _example(dtype: torch.dtype) -> torch.Tensor:
+    """A 2x3 tensor of ``dtype`` with varied bit patterns, made from bytes
+    (no arithmetic exists for most of these dtypes)."""
+    if dtype == torch.bool:
+        return torch.tensor([[True, False, True], [False, False, True]])
+    raw = (torch.arange(6 * dtype.itemsize, dtype=torch.int64) * 37 + 11) % 251
+    return raw.to(torch.uint8).view(dtype).reshape(2, 3)
+
+
+SUB_BYTE = {f"{p}int{k}" for p in ("", "u") for k in range(1, 8)}
+QUANTIZED = {"qint8", "quint8", "qint32", "quint4x2", "quint2x4"}
+
+
+@pytest.mark.parametrize("dtype", _every_dtype(), ids=str)
+def test_every_dtype_loads_bit_exact_or_is_refused_at_the_call(tmp_path, dtype):
+    """Each dtype torch has: the file loads with torch.load (weights_only=True)
+    bit for bit, or acl_save refuses it with TypeError when called -- never a
+    file no one can read (float8, uint16-64, fp4 and bits used to be written
+    with storage classes torch.load does not know)."""
+    name = str(dtype).removeprefix("torch.")
+    if name in SUB_BYTE or name in QUANTIZED:
+        if name in ("qint8", "quint8", "qint32"):
+            x = torch.quantize_per_tensor(torch.ones(3), 0.5, 0, dtype)  # a real quantized tensor
+        else:
+            x = torch.zeros(2, 3, dtype=torch.uint8).view(dtype)
+        with pytest.raises(TypeError, match=f"dtype {dtype}"):
+            graphprobe.acl_save(x, tmp_path / "v.pt")
+        graphprobe.flush()
+        assert not list(tmp_path.iterdir())
+        return
+    x = _example(dtype)
+    graphprobe.acl_save(x, tmp_path / "v.pt")
+    graphprobe.flush()
+    saved = torch.load(tmp_path / "v_0.pt", weights_only=True)
+    assert saved.dtype == dtype and saved.shape == x.shape
+    assert saved.reshape(-1).view(torch.uint8).tolist() == x.reshape(-1).view(torch.uint8).tolist()
+
+
+def test_quantized_tensor_is_refused_with_type_error(tmp_path):
+    q = torch.quantize_per_tensor(torch.tensor([0.5, 1.0]), 0.5, 0, torch.qint8)
+    with pytest.raises(TypeError, match=r"quantized tensor \(dtype torch.qint8\).*x.dequantize\(\)"):
+        graphprobe.acl_save(q, tmp_path / "q.pt")
+    graphprobe.flush()
+    assert not list(tmp_path.iterdir())
+
+
+def test_meta_tensor_is_refused_at_the_call(tmp_path):
+    before = writer_stats()
+    with pytest.raises(ValueError, match="x is on the meta device.*save a tensor on cpu, cuda"):
+        graphprobe.acl_save(torch.ones(3, device="meta"), tmp_path / "m.pt")
+    graphprobe.flush()
+    assert not list(tmp_path.iterdir())
+    assert writer_stats()["pending"] == 0 and writer_stats()["files_written"] == before["files_written"]
+
+
+def test_compiled_save_is_traced_with_fake_tensors_and_writes(tmp_path):
+    """Tracing runs acl_save on stand-in tensors; only a real meta tensor is
+    refused, so the compiled function still writes its file."""
+    path = str(tmp_path / "c.pt")
+
+    def f(x):
+        graphprobe.acl_save(x * 2, path)
+        return x + 1
+
+    torch.compile(f, backend="aot_eager", fullgraph=True)(torch.ones(3))
+    graphprobe.flush()
+    _assert_bitwise(_load(tmp_path / "c_0.pt"), torch.full((3,), 2.0))

@@ -130,3 +130,41 @@ def test_inductor_saves_a_tensor_probed_twice_under_both_records(write_config, t
     for name in ("Module.1.ReLU.forward.0.output.0.pt", "Module.2.Linear.forward.0.input.0.pt"):
         got = torch.load(folder / name)
         torch.testing.assert_close(got, hidden, rtol=1e-6, atol=1e-6, msg=name)
+
+
+class _Pass(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+# Every dtype torch.save can hold (issue 28, D3: float8, uint16/32/64, fp4 and
+# bits used to be staged as files torch.load refused).
+TENSOR_TASK_DTYPES = [
+    "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+    "complex64", "complex128", "complex32", "uint16", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn",
+    "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8", "bits16",
+    "bits1x8", "bits2x4", "bits4x2",
+]
+
+
+def test_tensor_task_files_of_every_dtype_load_bit_exact(write_config, tmp_path):
+    model = torch.nn.ModuleDict({f"m_{n}": _Pass() for n in TENSOR_TASK_DTYPES})
+    inputs = {}
+    for n in TENSOR_TASK_DTYPES:
+        dtype = getattr(torch, n)
+        raw = ((torch.arange(6 * dtype.itemsize) * 37 + 11) % 251).to(torch.uint8)
+        inputs[n] = (raw % 2).bool().reshape(2, 3) if n == "bool" else raw.view(dtype).reshape(2, 3)
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor"))
+    dumper.start(model)
+    for n in TENSOR_TASK_DTYPES:
+        model[f"m_{n}"](inputs[n])
+    dumper.step()
+    dumper.stop()
+    (proc,) = os.listdir(tmp_path / "dump" / "step0")
+    folder = tmp_path / "dump" / "step0" / proc / "dump_tensor_data"
+    for n in TENSOR_TASK_DTYPES:
+        for part in ("input", "output"):
+            got = torch.load(folder / f"Module.m_{n}._Pass.forward.0.{part}.0.pt", weights_only=True)
+            want = inputs[n]
+            assert got.dtype == want.dtype and got.shape == want.shape, n
+            assert got.reshape(-1).view(torch.uint8).tolist() == want.reshape(-1).view(torch.uint8).tolist(), n

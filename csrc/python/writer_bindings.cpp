@@ -1,6 +1,7 @@
 #include <pybind11/pybind11.h>
 
 #include "engine/devices_used.h"
+#include "format/pt_archive.h"
 #include "python/bindings.h"
 #include "writer/writer.h"
 
@@ -39,12 +40,12 @@ void bind_writer(py::module_& m) {
       },
       py::arg("seq"), "Waits until the job with this submission number has finished.");
   m.def(
-  m.def(
       "writer_cancel",
       [](const std::string& prefix, int64_t after_seq) { return Writer::get().cancel(prefix, after_seq); },
       py::arg("prefix"), py::arg("after_seq"),
       "Drops queued file writes after job `after_seq` whose file starts with `prefix` (exit with a tensor-task "
       "step never finished); returns how many.");
+  m.def(
       "writer_take_errors", [] { return Writer::get().take_errors(); },
       "The failures since the last report (without waiting); an empty string when none.");
   m.def("writer_stats", [] {
@@ -68,6 +69,16 @@ void bind_writer(py::module_& m) {
       },
       "Indices of the CUDA devices graphprobe used (a record table or a save on them), ascending: the "
       "devices flush() synchronises.");
+  m.def(
+      "writable_dtype_names",
+      [] {
+        py::list out;
+        // writer::writable_dtype is true exactly for the table's dtypes.
+        for (const auto& d : pt::all_dtypes()) out.append(d.name);
+        return out;
+      },
+      "The torch dtype names (without 'torch.') whose tensors acl_save and the tensor task write as files "
+      "torch.load reads bit for bit.");
   m.attr("WRITER_DEFAULT_BUDGET") = writer::kDefaultBudgetBytes;
 }
 

@@ -7,6 +7,7 @@
 
 #include "runtime/device_runtime.h"
 #include "writer/save_captured.h"
+#include "writer/save_file.h"
 #include "writer/writer.h"
 
 namespace graphprobe {
@@ -35,6 +36,11 @@ void save_tensor_device(const at::Tensor& x, const SaveTarget& target) {
 void save_tensor(const at::Tensor& x, const SaveTarget& target) {
   TORCH_CHECK(x.layout() == c10::kStrided, "graphprobe.acl_save: only dense (strided) tensors can be saved, got a ",
               x.layout(), " tensor");
+  // At the call, never on the writer thread: a dtype no file can hold is
+  // refused before anything is queued (issue 28, D3).
+  TORCH_CHECK_TYPE(writable_dtype(x.scalar_type()), "graphprobe.acl_save: a tensor of dtype ", x.scalar_type(),
+                   " cannot be saved as a file torch.load reads (quantized and sub-byte integer dtypes are not "
+                   "saved); convert it first, e.g. x.dequantize() or x.to(torch.uint8)");
   if (x.is_cuda()) return save_tensor_cuda(x, target);
   if (!x.device().is_cpu()) return save_tensor_device(x, target);
   auto& w = Writer::get();

@@ -14,6 +14,7 @@
 
 #include "fs/atomic_file.h"
 #include "writer/immortal.h"
+#include "writer/save_file.h"
 
 namespace graphprobe::writer {
 namespace {
@@ -304,8 +305,8 @@ void Writer::write_one(WriteJob& job) {
     t = job.bytes.empty() ? at::empty(job.sizes, options) : at::from_blob(job.bytes.data(), job.sizes, options);
   }
   // The same zip format as Python's torch.save: torch.load reads it, also
-  // with weights_only=True.
-  const std::vector<char> data = torch::jit::pickle_save(t);
+  // with weights_only=True, for every dtype (writer/save_file.h).
+  const std::vector<char> data = tensor_file_bytes(t);
   fs::write_file_atomic(job.file, data.data(), data.size());
 }
 

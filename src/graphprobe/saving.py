@@ -93,7 +93,10 @@ def acl_save(x: torch.Tensor, path: str | os.PathLike) -> torch.Tensor:
     survives dead-code elimination even when the result is unused).
 
     Raises, when called (eagerly, at trace time under ``torch.compile``, or at
-    capture time): ``FileNotFoundError`` if the folder of ``path`` is missing,
+    capture time): ``TypeError`` if ``x`` is quantized or of a dtype no
+    loadable file holds (the sub-byte int1..7/uint1..7), ``ValueError`` if
+    ``x`` is a real tensor on the ``meta`` device (no data),
+    ``FileNotFoundError`` if the folder of ``path`` is missing,
     ``NotADirectoryError`` if its parent is not a folder, ``IsADirectoryError``
     if ``path`` is a folder, ``PermissionError`` if the folder is not writable.
     Under ``torch.compile`` dynamo re-raises these wrapped in its own
@@ -104,8 +107,48 @@ def acl_save(x: torch.Tensor, path: str | os.PathLike) -> torch.Tensor:
         raise TypeError(f"acl_save: x must be a torch.Tensor, got {type(x).__name__}")
     if x.layout != torch.strided:
         raise TypeError(f"acl_save: only dense (strided) tensors can be saved, got layout {x.layout}")
+    _check_savable(x)
     _ops.save(x, _checked_path(path))
     return x
+
+
+def _writable_dtypes() -> frozenset[torch.dtype]:
+    """The dtypes the writer saves as files torch.load reads bit for bit."""
+    return frozenset(getattr(torch, n) for n in _C.writable_dtype_names() if hasattr(torch, n))
+
+
+_WRITABLE_DTYPES = _writable_dtypes()
+
+
+def _is_fake(x: torch.Tensor) -> bool:
+    """Whether ``x`` is a tracing stand-in (FakeTensor, also under a functional wrapper)."""
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover - torch without FakeTensor
+        return False
+    return bool(is_fake(x))
+
+
+def _check_savable(x: torch.Tensor) -> None:
+    """Refuses, at the call, a tensor whose data no file can hold.
+
+    Quantized tensors and dtypes without a loadable file format raise
+    ``TypeError``; a real tensor on the ``meta`` device (shape only, no data)
+    raises ``ValueError``. While ``torch.compile`` traces, tensors are fake
+    stand-ins (reporting the device they stand for) and are let through: the
+    compiled code saves the real ones.
+    """
+    if x.is_quantized:
+        raise TypeError(f"acl_save: x is a quantized tensor (dtype {x.dtype}); quantized tensors cannot be saved. "
+                        "Save x.dequantize() (the values) or x.int_repr() (the stored integers) instead")
+    if x.dtype not in _WRITABLE_DTYPES:
+        allowed = ", ".join(sorted(str(d).removeprefix("torch.") for d in _WRITABLE_DTYPES))
+        raise TypeError(f"acl_save: tensors of dtype {x.dtype} cannot be saved as a file torch.load reads; "
+                        f"saved are the dtypes {allowed}")
+    if x.device.type == "meta" and not torch.compiler.is_compiling() and not _is_fake(x):
+        raise ValueError("acl_save: x is on the meta device, which holds a shape but no data, so there is "
+                         "nothing to save; save a tensor on cpu, cuda or an accelerator with a graphprobe "
+                         "runtime (npu)")
 
 
 #: msprobe's name is acl_save; ``graphprobe.save`` is the same function.
