@@ -78,7 +78,8 @@ def divergence_lines(run: CompareRun) -> list[str]:
             floors.setdefault(name, (aggregate, extreme))
     if floors:
         lines.append("noise floors (relative error; Mean/Norm, Max/Min): " + ", ".join(
-            f"{name} {short_number(a)}/{short_number(e)}" for name, (a, e) in floors.items()))
+            name if a == 0 and e == 0 else f"{name} {short_number(a)}/{short_number(e)}"
+            for name, (a, e) in floors.items()))
     drifted = sorted((o for o in read if o.pair.step is not None and o.divergence is not None
                       and "parameter" in o.divergence.kinds), key=lambda o: (o.pair.step, o.pair.rank))
     if drifted and any(o.divergence and o.divergence.parameters_throughout for o in drifted):

@@ -18,7 +18,9 @@ def register(subparsers: Any) -> None:
         help="record eager vs graph mode on a small transformer and compare them",
         description="Records a small transformer (fixed random weights) in eager mode as the reference and in "
         "graph mode (CUDA graphs on a GPU, torch.compile otherwise) as the run under test, then compares them. "
-        "With --inject-fault the graph-mode run has one module's output scaled, and the compare must name it.",
+        "With --inject-fault the graph-mode run has one module's output scaled, and the compare must name it: "
+        "at L0 and mix the module's own call is the first divergence; at L1 (no module records) the first "
+        "divergence is the first call fed by the injected multiply, which is named as the source.",
     )
     p.add_argument("--inject-fault", metavar="MODULE[:SCALE]",
                    help="scale MODULE's output (default scale 2.0) in the graph-mode run, e.g. layers.1.mlp")
@@ -31,7 +33,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the demo; exit 0 when the outcome is the expected one (the fault,
-    if any, is the first divergence; without one, no row is an error)."""
+    if any, is named by the first divergence of every step, see
+    :func:`graphprobe.demo.run.fault_found`; without one, no row is an error
+    and nothing diverges)."""
     from graphprobe.compare.summary import format_summary
     from graphprobe.config import ConfigError
     from graphprobe.demo.run import DemoOptions, run_demo
@@ -47,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"\ndumps: reference (eager) {result.bench_dir}, under test ({result.graph_mode}) {result.target_dir}")
     print(f"first divergence: {result.first_divergence or 'none'}")
     if result.faulty_entry_prefix:
-        found = bool(result.first_divergence and result.first_divergence.startswith(result.faulty_entry_prefix))
-        print(f"injected fault: {args.inject_fault} -> {'found' if found else 'NOT found'} as the first divergence")
-        return 0 if found else 1
-    return 0 if compare_run.total("error") == 0 else 1
+        # What "found" means: graphprobe.demo.run.fault_found.
+        verdict = "found" if result.found else "NOT found"
+        print(f"injected fault: {args.inject_fault} -> {verdict} as the first divergence: {result.found_how}")
+        return 0 if result.found else 1
+    clean = compare_run.total("error") == 0 and all(o.divergence is None for o in compare_run.outcomes)
+    return 0 if clean else 1

@@ -17,7 +17,7 @@ import torch
 from graphprobe.demo.model import build_demo_model, demo_inputs
 from graphprobe.output_files import make_dirs, write_text_atomic
 
-__all__ = ["DemoOptions", "DemoResult", "parse_fault", "run_demo"]
+__all__ = ["DemoOptions", "DemoResult", "fault_found", "parse_fault", "run_demo"]
 
 
 @dataclass
@@ -34,7 +34,10 @@ class DemoOptions:
 
 @dataclass
 class DemoResult:
-    """Where the demo wrote its outputs and what the compare found."""
+    """Where the demo wrote its outputs and what the compare found.
+
+    ``found`` (with an injected fault) says whether every compared step names
+    the fault, ``found_how`` how or why not (see :func:`fault_found`)."""
 
     graph_mode: str
     bench_dir: str
@@ -43,6 +46,37 @@ class DemoResult:
     first_divergence: str | None = None
     faulty_entry_prefix: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    found: bool = False
+    found_how: str = ""
+
+
+def fault_found(outcome: Any, prefix: str) -> tuple[bool, str]:
+    """Whether one pair's first divergence names the injected fault, and how.
+
+    The fault is a forward hook that scales the module's output in the run
+    under test only. Two ways of naming it count, and nothing else:
+
+    * L0 and mix record the module itself, after the hook: its entry
+      (``prefix``, e.g. ``Module.layers.1.mlp.FeedForward.forward.``) must be
+      the first divergence, with the output as the cause (its inputs agree);
+    * L1 records no modules: the hook's multiply is a call recorded only in
+      the run under test (the one difference between the two models), so
+      the first divergence must be the first recorded call fed by it, of the
+      kind "input from unrecorded code", with that target-only call named as
+      the place the error came from.
+    """
+    d = getattr(outcome, "divergence", None)
+    if d is None:
+        return False, "no first divergence"
+    if d.entry.startswith(prefix):
+        if "output" in d.kinds:
+            return True, f"the faulty module's call {d.entry} is the first divergence (its output; its inputs agree)"
+        return False, f"{d.entry} is the first divergence, but as {', '.join(d.kinds)}, not for its output"
+    if "unrecorded-input" in d.kinds and d.unmatched_between:
+        return True, (f"{d.entry} is the first divergence: its input comes from "
+                      f"{', '.join(d.unmatched_between)}, recorded only in the run under test (the injected "
+                      f"multiply), after {d.last_agreeing or 'the start'}, the last record that agrees")
+    return False, f"the first divergence is {d.entry} ({', '.join(d.kinds)}), not the faulty module nor fed by it"
 
 
 def parse_fault(spec: str, model: torch.nn.Module) -> tuple[str, float]:
@@ -171,5 +205,11 @@ def run_demo(options: DemoOptions) -> DemoResult:
     run = compare(target_dir, bench_dir, os.path.join(out, "compare"), progress=False)
     first = next((o.first_divergence for o in run.outcomes if o.first_divergence), None)
     result = DemoResult(graph_mode, bench_dir, target_dir, run, first, prefix)
+    if prefix is not None:
+        # Every step must name it (each step is its own pair).
+        checks = [(o.pair.label, *fault_found(o, prefix)) for o in run.outcomes]
+        result.found = bool(checks) and all(ok for _, ok, _ in checks)
+        missed = [f"{label}: {how}" for label, ok, how in checks if not ok]
+        result.found_how = "; ".join(missed) if missed else (checks[0][2] if checks else "nothing was compared")
     result.extra["seconds"] = time.time() - t0
     return result
