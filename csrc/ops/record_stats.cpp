@@ -1,16 +1,52 @@
 // Kernels of graphprobe::record_stats. The same host function serves CPU,
 // CUDA and PrivateUse1 (the NPU): the engine routes by device to its table
 // and runtime.
+#include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include "engine/engine.h"
+#include "runtime/device_runtime.h"
 
 namespace graphprobe {
 namespace {
 
-void record_stats(const at::Tensor& x, int64_t site, int64_t index) { Engine::get().record(x, site, index); }
+// A tensor the engine cannot read where it lies: on a device without a
+// graphprobe runtime (MPS, XPU, a PrivateUse1 backend whose runtime was not
+// registered, CUDA with a CPU-only build), or not strided (sparse, MKL-DNN;
+// the Python wiring normally hands over their values already). A probe must
+// never break the model, so such a tensor is recorded from a dense host copy
+// through plain aten ops: the same statistics as on the CPU, at the cost of a
+// copy. Inside a graph capture the copy fails: a capture needs the device's
+// runtime (docs/limitations.md).
+bool needs_host_copy(const at::Tensor& x) {
+  return x.layout() != c10::kStrided || (!x.is_cpu() && runtime::find_runtime(x.device().type()) == nullptr);
+}
+
+at::Tensor host_copy(const at::Tensor& x) {
+  if (!x.is_cpu() && runtime::find_runtime(x.device().type()) == nullptr) {
+    TORCH_WARN_ONCE("graphprobe: ", x.device(), " has no graphprobe runtime: probes on it record from a copy of the "
+                    "tensor on the host (slower; impossible inside a graph capture). On Ascend NPUs import "
+                    "torch_npu before graphprobe so that its runtime is registered.");
+  }
+  at::Tensor dense = x.detach();
+  if (dense.is_sparse()) dense = dense._values();
+  else if (dense.layout() != c10::kStrided) dense = dense.to_dense();
+  return dense.to(c10::Device(c10::kCPU));
+}
+
+void record_stats(const at::Tensor& x, int64_t site, int64_t index) {
+  if (needs_host_copy(x)) {
+    Engine::get().record(host_copy(x), site, index);
+    return;
+  }
+  Engine::get().record(x, site, index);
+}
 
 void record_mirror(const at::Tensor& x, int64_t site, int64_t index, int64_t source_site, int64_t source_index) {
+  if (needs_host_copy(x)) {
+    Engine::get().record_mirror(host_copy(x), site, index, source_site, source_index);
+    return;
+  }
   Engine::get().record_mirror(x, site, index, source_site, source_index);
 }
 // Meta and vmap: as record_stats_meta and record_stats_batched below.
@@ -55,6 +91,11 @@ void impl_device_ops(torch::Library& m) { impl_probe_ops<&record_stats, &record_
 }  // namespace graphprobe
 
 TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { graphprobe::impl_device_ops(m); }
+// Sparse tensors on the CPU: their stored values (see needs_host_copy).
+TORCH_LIBRARY_IMPL(graphprobe, SparseCPU, m) { graphprobe::impl_device_ops(m); }
+TORCH_LIBRARY_IMPL(graphprobe, SparseCsrCPU, m) { graphprobe::impl_device_ops(m); }
+// Every other backend (MPS, XPU, ...): from a host copy (see needs_host_copy).
+TORCH_LIBRARY_IMPL(graphprobe, CompositeExplicitAutograd, m) { graphprobe::impl_device_ops(m); }
 TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { graphprobe::impl_device_ops(m); }
 // The NPU (torch_npu's device is PrivateUse1): statistics by aten ops
 // (engine/aten_table.cpp), once graphprobe._C_npu registered its runtime.

@@ -34,6 +34,9 @@ MAX_DEPTH = 32
 """Nesting levels of tuples, lists and dicts the walk descends into; a value
 deeper than that is recorded by its type only (no tensor probed inside)."""
 
+# Tensor classes that need no unwrapping (the common case, checked first).
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
 # Non-tensor leaves whose values are written into dump.json.
 _VALUE_TYPES = (bool, int, float, str, type(None))
 
@@ -66,13 +69,59 @@ def safe_text(s: str) -> str:
     return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+_COMPRESSED_LAYOUTS = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def _recordable(value: torch.Tensor) -> torch.Tensor | None:
+    """The dense tensor whose statistics a probe records for ``value``; None
+    when there is none (the value is then described by its type only).
+
+    A probe must never break the model, and the record kernels read dense
+    (strided) tensors only. msprobe's choices are followed:
+
+    * a ``DTensor`` (FSDP2, tensor parallelism): its local shard
+      (``to_local()``: this rank's statistics and the shard's shape);
+    * a nested tensor (jagged or strided): its packed components
+      (``values()``);
+    * a sparse tensor (COO, CSR, CSC, BSR, BSC): its stored values;
+    * an MKL-DNN tensor: its dense copy.
+    """
+    if type(value).__name__ == "DTensor" and hasattr(value, "_local_tensor"):
+        # The attribute, not to_local(): dynamo traces it without a graph break.
+        value = value._local_tensor
+    if value.is_nested:
+        return value.values()
+    layout = value.layout
+    if layout == torch.strided:
+        return value
+    if layout == torch.sparse_coo:
+        return value._values()
+    if layout in _COMPRESSED_LAYOUTS:
+        return value.values()
+    if layout == torch._mkldnn:  # type: ignore[attr-defined]
+        return value.to_dense()
+    return None
+
+
+def _tensor_type(value: torch.Tensor) -> str:
+    """How a tensor without recordable values is described (its class and
+    layout): a type other than ``torch.Tensor``, so that readers take it as a
+    non-tensor value."""
+    return f"{type(value).__module__}.{type(value).__name__}({str(value.layout)})"
+
+
 def _walk(
     value: Any, place: _Place, depth: int, tensors: list[torch.Tensor], places: list[_Place], orders: list[int],
     leaves: list[_Leaf],
 ) -> None:
     order = len(orders) + len(leaves)  # argument order across tensors and leaves
     if isinstance(value, torch.Tensor):
-        tensors.append(value)
+        plain = type(value) in _PLAIN and value.layout == torch.strided and not value.is_nested
+        shown = value if plain else _recordable(value)
+        if shown is None:
+            leaves.append((place, order, _tensor_type(value), None))
+            return
+        tensors.append(shown)
         places.append(place)
         orders.append(order)
     elif depth >= MAX_DEPTH and isinstance(value, (tuple, list, dict)):
