@@ -7,7 +7,8 @@ and reads every one with the C++ reader built under ASan/UBSan
 (csrc/tests/test_pt_archive.cpp).
 
 Each file is a zip archive as torch.save writes it (stored records
-``archive/data.pkl``, ``archive/data/0``, ``archive/byteorder``) around a
+``archive/data.pkl``, ``archive/version``, ``archive/byteorder``,
+``archive/data/0``) around a
 protocol-2 pickle assembled here opcode by opcode, so that every claim can be
 set independently of the bytes really stored.
 """
@@ -55,6 +56,7 @@ def archive(pickle: bytes, storage: bytes, *, extra: dict[str, bytes] | None = N
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
         z.writestr("archive/data.pkl", pickle)
+        z.writestr("archive/version", b"3\n")  # torch's own C++ reader requires it
         z.writestr("archive/byteorder", b"little")
         z.writestr("archive/data/0", storage)
         for name, data in (extra or {}).items():
