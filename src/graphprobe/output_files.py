@@ -71,6 +71,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the name points at it (a crash leaves old or new)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
