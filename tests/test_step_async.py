@@ -114,3 +114,39 @@ def test_steps_pending_at_exit_are_written(tmp_path):
             data = json.load(f)["data"]
         _assert_stats(data[NAME]["input_args"][0], x)
         assert torch.equal(torch.load(os.path.join(folder, "dump_tensor_data", f"{NAME}.input.0.pt")), x)
+
+
+def test_discarded_steps_take_no_number_and_leave_nothing_behind(write_config, tmp_path):
+    """Issue 28 (a weak test): step(dump=False) is checked by the step
+    folders, not by a warning's text. Two warm-up steps are discarded, then
+    one between kept steps (with the switch off once, too): the kept steps are
+    step0..step2, each holding only its own call with its own values."""
+    model = torch.nn.Sequential(torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    junk = torch.full((7,), 99.0)
+    inputs = _inputs(3)
+    plan = ["discard", "discard", 0, "discard", "discard_off", 1, 2]
+    for item in plan:
+        if item == "discard_off":
+            dumper.enable(False)
+            model(junk)
+            dumper.step(dump=False)
+            dumper.enable(True)
+        elif item == "discard":
+            model(junk)
+            dumper.step(dump=False)
+        else:
+            assert dumper.step_number == item
+            model(inputs[item])
+            dumper.step()
+    assert dumper.step_number == 3
+    dumper.stop()
+    dump = str(tmp_path / "dump")
+    assert sorted(os.listdir(dump)) == ["step0", "step1", "step2"]
+    for k, x in enumerate(inputs):
+        with open(os.path.join(_folder(dump, k), "dump.json")) as f:
+            data = json.load(f)["data"]
+        assert list(data) == [NAME]  # no call of a discarded step leaked in (no forward.1)
+        _assert_stats(data[NAME]["input_args"][0], x)
+        _assert_stats(data[NAME]["output"][0], torch.relu(x))

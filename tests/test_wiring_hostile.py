@@ -4,7 +4,9 @@ own compare reads (issue #17, item 10)."""
 from __future__ import annotations
 
 import json
+import os
 
+import pytest
 import torch
 
 import graphprobe
@@ -133,3 +135,72 @@ def test_acl_save_inside_vmap_says_what_to_do(tmp_path):
         torch.vmap(lambda row: graphprobe.acl_save(row, str(tmp_path / "x.pt")))(torch.ones(2, 3))
     graphprobe.flush()
     assert list(tmp_path.iterdir()) == []
+
+
+class Recursive(torch.nn.Module):
+    """A child module that calls itself: two open calls of one entry, nested."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = _Again()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.r(x, 1)
+
+
+class _Again(torch.nn.Module):
+    def forward(self, x: torch.Tensor, depth: int) -> torch.Tensor:
+        if depth:
+            x = self(x * 3, depth - 1)
+        return x + 1
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_two_nested_open_calls_of_one_entry_close_latest_first(compiled, write_config, read_step, tmp_path):
+    """Issue 28, call pairing: an output closes the latest open call of its
+    entry. The outer call (n=0) sees x and returns 3x + 2; the inner (n=1)
+    sees 3x and returns 3x + 1."""
+    model = Recursive()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    run = torch.compile(model, backend="aot_eager") if compiled else model
+    x = torch.linspace(1.0, 2.0, 6)
+    run(x)
+    dumper.step()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    dumper.stop()
+    x64 = x.double()
+    want = {  # entry -> (input, output), float64
+        "Module.r._Again.forward.0": (x64, 3 * x64 + 2),
+        "Module.r._Again.forward.1": (3 * x64, 3 * x64 + 1),
+    }
+    assert list(data) == ["Module.r._Again.forward.1", "Module.r._Again.forward.0"]  # inner ends first
+    for entry, (inp, out) in want.items():
+        got_in, got_out = data[entry]["input_args"][0], data[entry]["output"][0]
+        assert got_in["Max"] == pytest.approx(inp.max().item(), rel=1e-6), entry
+        assert got_out["Max"] == pytest.approx(out.max().item(), rel=1e-6), entry
+        assert got_out["Min"] == pytest.approx(out.min().item(), rel=1e-6), entry
+
+
+def test_stop_leaves_a_forward_the_user_assigned_after_start(write_config, read_step, tmp_path):
+    """Issue 25, item 7: stop() undoes what start() changed, not the
+    compiled forward the user put on the model afterwards."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    dumper = graphprobe.AclGraphDumper(write_config(level="L1"))
+    dumper.start(model)
+    compiled = torch.compile(model.forward, backend="aot_eager")
+    model.forward = compiled
+    x = torch.randn(2, 4)
+    want = torch.relu(x.double() @ model[0].weight.double().T + model[0].bias.double())
+    model(x)
+    dumper.step()
+    assert "Functional.linear.0.forward" in read_step(str(tmp_path / "dump"), 0)["data"]
+    dumper.stop()
+    assert model.forward is compiled  # still the user's compiled forward
+    torch._dynamo.utils.counters.clear()
+    out = model(x)
+    assert torch._dynamo.utils.counters["stats"]["calls_captured"] > 0  # ran compiled, not eager
+    assert torch.allclose(out.double(), want, rtol=1e-5, atol=1e-6)
+    graphprobe.flush()
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0"]

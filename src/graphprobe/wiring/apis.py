@@ -318,21 +318,30 @@ class ApiWiring:
         self._saved = model.__dict__.get("forward")  # usually None: forward is the class's method
         mode = _ApiMode(self.entries)
         inner = model.forward
+        wired = self._wired = [True]
 
         @functools.wraps(inner)
         def forward(*args: Any, **kwargs: Any) -> Any:
+            if not wired[0]:  # removed, but kept inside a forward the user assigned after start()
+                return inner(*args, **kwargs)
             with mode:
                 return inner(*args, **kwargs)
 
-        model.forward = forward
+        model.forward = self._wrapper = forward
 
     def remove(self) -> None:
         """Restores the model's ``forward``."""
         model, self._model = self._model, None
         if model is None:
             return
-        if self._saved is None:
-            model.__dict__.pop("forward", None)
-        else:
-            model.forward = self._saved
+        self._wired[0] = False
+        # Only what __init__ changed is undone: a forward the user assigned
+        # after start() (model.forward = torch.compile(model.forward)) stays,
+        # its calls passing through the unwired wrapper (issue 25, item 7).
+        if model.__dict__.get("forward") is self._wrapper:
+            if self._saved is None:
+                model.__dict__.pop("forward", None)
+            else:
+                model.forward = self._saved
         self._saved = None
+        self._wrapper = None
