@@ -151,7 +151,8 @@ def test_equal_numbers_of_processes_still_pair_by_pid(tmp_path: Path) -> None:
         for pid in pids:
             dump(tmp_path / side / "step0" / f"pid{pid}")
     pairing = pair_paths(tmp_path / "t", tmp_path / "b")
-    assert [(p.target.parent.name, p.bench.parent.name) for p in pairing.pairs] == [("pid10", "pid3"), ("pid20", "pid4")]
+    pairs = [(p.target.parent.name, p.bench.parent.name) for p in pairing.pairs]
+    assert pairs == [("pid10", "pid3"), ("pid20", "pid4")]
     assert not pairing.unpaired
 
 

@@ -124,11 +124,10 @@ def _is_compare_output(path: Path) -> bool:
     """True for a folder holding only compare results: a per-step output
     folder of an earlier compare whose -o pointed inside this dump."""
     try:
-        names = [e.name for e in os.scandir(path) if e.is_file(follow_symlinks=False)]
-        total = sum(1 for _ in os.scandir(path))
+        entries = list(os.scandir(path))
     except OSError:
         return False
-    return bool(names) and len(names) == total and all(_OUTPUT_FILE.fullmatch(n) for n in names)
+    return bool(entries) and all(e.is_file(follow_symlinks=False) and _OUTPUT_FILE.fullmatch(e.name) for e in entries)
 
 
 def _subdirs(path: Path, pattern: re.Pattern[str], like: re.Pattern[str], odd: list[_Odd],
@@ -155,8 +154,8 @@ def _subdirs(path: Path, pattern: re.Pattern[str], like: re.Pattern[str], odd: l
         assert m is not None
         canonical = e.name[: m.start(m.lastindex or 0)] + str(_digits(m.groups()[-1]))
         clash = f"; {canonical} is here too, and only {canonical} is compared" if canonical in out else ""
-        odd.append(_Odd(f"{prefix}{ascii(e.name)} (not a folder name the dumper writes: it would write {canonical}{clash}; "
-                        "rename it to compare it)", Path(e.path)))
+        odd.append(_Odd(f"{prefix}{ascii(e.name)} (not a folder name the dumper writes: it would write "
+                        f"{canonical}{clash}; rename it to compare it)", Path(e.path)))
     return out
 
 
