@@ -73,12 +73,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from typing import Any, Callable, Mapping
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_scalar
 from torch.overrides import TorchFunctionMode
 
-from graphprobe.wiring.probe import matches, probe_inputs, probe_output
+from graphprobe.wiring.probe import MAX_DEPTH, matches, probe_inputs, probe_output
 
 __all__ = ["ApiWiring", "DEFAULT_APIS", "INLINED_BY_DYNAMO", "OPERATOR_METHODS", "resolve_apis"]
 
@@ -210,9 +212,28 @@ _Layout = tuple[tuple[str, int, Any], ...]
 _REQUIRED = inspect.Parameter.empty
 
 
+def _signature_holder(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The function whose signature ``func`` is called with. The
+    ``boolean_dispatch`` wrappers of ``torch.nn.functional`` (``max_pool2d``,
+    ``adaptive_max_pool2d``, ...) take ``(*args, **kwargs)`` and pick one of
+    two functions of one signature on ``return_indices``; that signature is
+    the API's."""
+    dispatched = getattr(torch._jit_internal, "boolean_dispatched", {})
+    for _ in range(4):  # a dispatcher may dispatch to another one
+        try:
+            choice = dispatched.get(func)
+        except TypeError:  # not hashable, not weak-referenceable
+            return func
+        if not choice:
+            return func
+        func = choice["if_false"]
+    return func
+
+
 def _layout(func: Callable[..., Any]) -> _Layout | None:
     """The signature of a Python function, precomputed for :func:`_bind`;
     None for C functions, whose arguments need no binding."""
+    func = _signature_holder(func)
     if not inspect.isfunction(func):
         return None
     try:
@@ -254,6 +275,62 @@ def _bind(layout: _Layout, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
     return tuple(pos), kw
 
 
+def _concrete(value: Any, depth: int) -> Any:
+    """``value`` with its numbers as plain Python numbers. Traced only (under
+    dynamo): with ``dynamic=True`` a size or a float attribute of a module
+    (``nn.Embedding.norm_type``) reaches the mode as a symbolic number, which
+    the probe cannot describe at trace time (its site is a constant of the
+    graph). Converting it specializes it: dynamo guards on its value, as it
+    does for any Python number the graph depends on, and the record holds
+    the value that eager mode records. Tuples come back as tuples, lists as
+    lists (the walk of the probe treats both alike)."""
+    if isinstance(value, torch.Tensor) or depth >= MAX_DEPTH:
+        return value
+    if isinstance(value, (bool, int, float)):
+        # dynamo's own rule for it: a constant of the graph, guarded on.
+        return guard_scalar(value)
+    if isinstance(value, tuple):
+        return tuple(_concrete(item, depth + 1) for item in value)
+    if isinstance(value, list):
+        return [_concrete(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {key: _concrete(item, depth + 1) for key, item in value.items()}
+    return value
+
+
+# Modules of the code that inductor generates and runs: its output code is
+# loaded as torch._inductor.runtime.compile_tasks.<hash>.
+_GENERATED_CODE_PREFIX = "torch._inductor."
+_CALLER_FRAMES = 8
+
+
+def _called_by_compiled_code() -> bool:
+    """Whether the API call being handled was made by code that inductor
+    generated (``extern_kernels.addmm(..., alpha=1, beta=1, out=buf)``), not by
+    the model.
+
+    Such code runs with the mode on the stack when a graph break leaves the
+    mode entered at run time (the wrapper's ``with mode:`` spans the break):
+    its calls are the compiler's, already recorded by the probes of the
+    graph. The walk goes up from the API's caller through torch's own frames
+    (``torch.nn.functional``, ``torch.overrides``, ...) and stops at the
+    first frame outside torch: the model, or graphprobe's wrapper.
+    """
+    # 0: this function, 1: __torch_function__, 2: the code that called the API
+    # (torch.overrides' handle_torch_function for an API written in Python).
+    frame = sys._getframe(2)
+    for _ in range(_CALLER_FRAMES):
+        if frame is None:
+            return False
+        module = frame.f_globals.get("__name__")
+        if not isinstance(module, str) or not module.startswith("torch."):
+            return False
+        if module.startswith(_GENERATED_CODE_PREFIX):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _ApiMode(TorchFunctionMode):
     """Probes the calls to the functions of ``entries``; passes the rest through."""
 
@@ -283,16 +360,28 @@ class _ApiMode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         found = self.lookup(func)
-        if found is None:
+        # is_compiling() first: dynamo folds it, and never traces the frame walk.
+        if found is None or (not torch.compiler.is_compiling() and _called_by_compiled_code()):
             return func(*args, **kwargs)
         entry, layout = found
         # The mode is off while its __torch_function__ runs, so neither the
         # probes nor the APIs that ``func`` calls internally come back here.
         shown_args, shown_kwargs = (args, kwargs) if layout is None else _bind(layout, args, kwargs)
+        if torch.compiler.is_compiling():
+            shown_args, shown_kwargs = _concrete(shown_args, 0), _concrete(shown_kwargs, 0)
         probe_inputs(entry, shown_args, shown_kwargs)
         out = func(*args, **kwargs)
-        probe_output(entry, out)
+        probe_output(entry, _concrete(out, 0) if torch.compiler.is_compiling() else out)
         return out
+
+
+def _mha_fastpath() -> tuple[Callable[[], bool], Callable[[bool], None]] | None:
+    """``torch.backends.mha``'s getter and setter of the fast-path switch;
+    None on a torch without them."""
+    mha = getattr(torch.backends, "mha", None)
+    get = getattr(mha, "get_fastpath_enabled", None)
+    set_ = getattr(mha, "set_fastpath_enabled", None)
+    return None if get is None or set_ is None else (get, set_)
 
 
 class ApiWiring:
@@ -301,6 +390,14 @@ class ApiWiring:
     Wraps ``model.forward`` (an instance attribute, so ``torch.compile``
     traces the wrapper and the mode it enters); :meth:`remove` restores it.
     Nothing is wrapped when ``keywords`` select no API.
+
+    While wired, the fast path of ``nn.TransformerEncoderLayer`` and
+    ``nn.MultiheadAttention`` (one fused C++ op in eval mode without grad)
+    is switched off (``torch.backends.mha.set_fastpath_enabled(False)``,
+    restored by :meth:`remove`). In eager mode the mode already turns it
+    off (a tensor "has a torch function" while a mode is active), so the
+    calls it is made of are recorded; dynamo's ``has_torch_function`` ignores
+    modes, and compiled code would take the fused op, which records nothing.
     """
 
     def __init__(
@@ -316,6 +413,11 @@ class ApiWiring:
             return
         self._model = model
         self._saved = model.__dict__.get("forward")  # usually None: forward is the class's method
+        switch = _mha_fastpath()
+        self._fastpath: bool | None = None
+        if switch is not None:
+            self._fastpath = bool(switch[0]())
+            switch[1](False)
         mode = _ApiMode(self.entries)
         inner = model.forward
         wired = self._wired = [True]
@@ -334,6 +436,10 @@ class ApiWiring:
         model, self._model = self._model, None
         if model is None:
             return
+        switch = _mha_fastpath()
+        if switch is not None and self._fastpath is not None:
+            switch[1](self._fastpath)
+        self._fastpath = None
         self._wired[0] = False
         # Only what __init__ changed is undone: a forward the user assigned
         # after start() (model.forward = torch.compile(model.forward)) stays,
