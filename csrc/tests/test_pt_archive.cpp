@@ -79,6 +79,19 @@ void every_dtype_round_trips() {
   CHECK(empty.numel == 0 && empty.storage_bytes == 0);
 }
 
+// Files graphprobe wrote before issue 28 (torch::pickle_save names a storage
+// class per dtype, torch.Float8_e4m3fnStorage, that Python's torch.load does
+// not know) stay readable by compare.
+void storage_classes_of_torchs_cpp_pickler_are_read() {
+  std::string pkl = pt::tensor_pickle(*pt::dtype_by_name("float32"), {2, 3});
+  const std::string legacy = "FloatStorage";
+  pkl.replace(pkl.find(legacy), legacy.size(), "Float8_e4m3fnStorage");
+  const pt::TensorLayout l =
+      pt::read_tensor_layout(zip({{"archive/data.pkl", pkl}, {"archive/data/0", std::string(6, '\x38')}}), "old.pt");
+  CHECK_EQ(std::string(l.dtype->name), std::string("float8_e4m3fn"));
+  CHECK_EQ(l.storage_bytes, uint64_t{6});
+}
+
 void claims_past_the_file_are_refused() {
   const pt::DtypeInfo& f32 = *pt::dtype_by_name("float32");
   std::string good = tensor_file(f32, {4});
@@ -147,6 +160,7 @@ void crafted_files() {
 
 void run_all() {
   every_dtype_round_trips();
+  storage_classes_of_torchs_cpp_pickler_are_read();
   claims_past_the_file_are_refused();
   mutations_never_read_outside();
   crafted_files();
