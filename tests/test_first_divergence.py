@@ -307,6 +307,13 @@ def _tiny(seed: int = 0):
     return make_transformer(seed, vocab=32, dim=16, heads=2, blocks=2)
 
 
+def make_tiny(dtype: str) -> torch.nn.Module:
+    """A slightly wider transformer (rounding noise worth measuring) in ``dtype``."""
+    from models import make_transformer
+
+    return make_transformer(0, vocab=32, dim=64, heads=4, blocks=3).to(getattr(torch, dtype))
+
+
 def _compare_dumps(tmp_path: Path, target: torch.nn.Module, bench: torch.nn.Module, x: torch.Tensor, backend: str):
     torch._dynamo.reset()
     _dump(bench, x, tmp_path / "eager", backend=None)
@@ -361,15 +368,21 @@ def test_real_model_fault_in_unrecorded_code(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_real_model_inductor_fault_named_and_clean_upstream(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dtype, scale, where, entry", [
+    ("float32", 1.001, "layers.0.attn", "Module.layers.0.attn.Attention.forward.0"),
+    ("bfloat16", 1.01, "layers.1.mlp", "Module.layers.1.mlp.MLP.forward.0"),
+])
+def test_real_model_inductor_fault_named_and_clean_upstream(tmp_path: Path, dtype: str, scale: float, where: str,
+                                                            entry: str) -> None:
     import copy
 
     x = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(1))
-    base = _tiny()
+    base = make_tiny(dtype)
     faulty = copy.deepcopy(base)
-    _graph_fault(faulty.layers[0].attn, 1.001)
+    _graph_fault(faulty.get_submodule(where), scale)
     out = _compare_dumps(tmp_path, faulty, base, x, "inductor")
-    assert out.first_divergence == "Module.layers.0.attn.Attention.forward.0", out.divergence
+    assert out.first_divergence == entry, out.divergence
+    assert "output" in out.divergence.kinds
     # Everything inductor computed before it is within the float32 floor.
     assert out.noise.upstream and out.noise.max_z < 1
 

@@ -1,6 +1,7 @@
 #include "compare/first_divergence.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -82,18 +83,51 @@ std::string times(double v) {
   return std::string(buf) + "x";
 }
 
-// "Norm 0.1 %, 10x the float32 floor 1e-4" or the hard reason.
-std::string error_text(const RowError& e, double floor_scale) {
+int stat_class(int s) { return is_extreme(s) ? kExtremeClass : kAggregateClass; }
+
+double floor_of(const RowError& e, int s, double floor_scale) {
+  return (is_extreme(s) ? e.floor->extreme : e.floor->aggregate) * floor_scale;
+}
+
+// The statistic of class cls with the largest z (the first on a tie); -1 when none differs.
+int worst_in_class(const RowError& e, int cls, double floor_scale) {
+  int best = -1;
+  double best_z = 0;
+  for (int s = 0; s < kNumStats; ++s) {
+    if (stat_class(s) != cls || !e.e[s]) continue;
+    const double f = floor_of(e, s, floor_scale);
+    const double z = f > 0 ? *e.e[s] / f : (*e.e[s] > 0 ? kInf : 0);
+    if (z > best_z) best = s, best_z = z;
+  }
+  return best;
+}
+
+// "Norm 0.1 %, 10x the float32 floor 1e-4" for the worst statistic of class
+// cls, or the hard reason.
+std::string error_text(const RowError& e, int cls, double floor_scale) {
   if (!e.hard.empty()) return e.hard;
-  if (e.worst_stat < 0) return "no difference";
-  const int s = e.worst_stat;
-  const double floor = (is_extreme(s) ? e.floor->extreme : e.floor->aggregate) * floor_scale;
+  const int s = worst_in_class(e, cls, floor_scale);
+  if (s < 0) return "no difference";
+  const double floor = floor_of(e, s, floor_scale);
   std::string out = std::string(kStatNames[s]) + " " + percent(*e.e[s]) + ", ";
   if (floor == 0) return out + "any difference counts for " + e.floor->name + " values";
-  out += times(e.z) + " the " + std::string(e.floor->name) + (e.floor_assumed ? " (assumed)" : "") + " floor " +
+  const double z = *e.e[s] / floor;
+  out += times(z) + " the " + std::string(e.floor->name) + (e.floor_assumed ? " (assumed)" : "") + " floor " +
          short_number(floor);
   return out;
 }
+
+// The largest z of a group of rows per class of statistic, and the first
+// row that gives it.
+struct Peak {
+  ClassZ z{0.0, 0.0};
+  std::array<size_t, 2> row{0, 0};
+  double any() const { return std::max(z[0], z[1]); }
+  void add(const ClassZ& rz, size_t i) {
+    for (int c = 0; c < 2; ++c)
+      if (rz[c] > z[c]) z[c] = rz[c], row[c] = i;
+  }
+};
 
 std::string entry_list(const Dump& target, const std::vector<uint32_t>& entries) {
   std::string out;
@@ -124,9 +158,9 @@ std::string short_number(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (v == 0) return "0";
   char buf[32];
-  // Two significant digits; below 1e-3 always with an exponent ("1e-4", as
-  // the floor table is written, not "0.0001").
-  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e-3 ? "%.1e" : "%.2g", v);
+  // Two significant digits; below 1e-2 always with an exponent ("1e-4",
+  // "2e-3", as the floor table is written, not "0.0001").
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e-2 ? "%.1e" : "%.2g", v);
   std::string s(buf);
   const size_t e = s.find('e');
   if (e == std::string::npos) return s;
@@ -161,6 +195,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   }
   if (!tensors) {
     r.z = r.hard.empty() ? 0 : kInf;
+    r.z_class = {r.z, r.z};
     return r;
   }
   // RMS of the bench tensor: the scale against which a Max, Min or Mean
@@ -177,6 +212,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
     r.e[s] = e;
     const double floor = (is_extreme(s) ? r.floor->extreme : r.floor->aggregate) * floor_scale;
     const double z = floor > 0 ? e / floor : (e > 0 ? kInf : 0);
+    r.z_class[stat_class(s)] = std::max(r.z_class[stat_class(s)], z);
     if (z > r.z) {
       r.z = z;
       r.worst_stat = s;
@@ -184,6 +220,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   }
   if (!r.hard.empty()) {
     r.z = kInf;
+    r.z_class = {kInf, kInf};
     r.worst_stat = -1;
   }
   return r;
@@ -201,11 +238,13 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   result.floor_scale = scale;
   for (CompareRow& r : rows) r.first_divergence = false;
 
-  // Pass 1: every matched row's z (kept on the row) and largest e (here
-  // only), the floors in use, the parameter rows of the whole pair.
+  // Pass 1: every matched row's z (kept on the row), its z per class of
+  // statistic and largest e (here only), the floors in use, the parameter
+  // rows of the whole pair.
   const auto& table = noise_floor_table();
   std::vector<bool> used(table.size(), false);
   std::vector<double> max_e(rows.size(), 0.0);
+  std::vector<ClassZ> zc(rows.size(), ClassZ{0.0, 0.0});
   int64_t params = 0, params_differing = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     CompareRow& row = rows[i];
@@ -214,6 +253,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     const TensorRecord& t = target.rows[static_cast<size_t>(row.target)];
     const RowError e = row_error(t, bench.rows[static_cast<size_t>(row.bench)], scale);
     row.z = e.z;
+    zc[i] = e.z_class;
     max_e[i] = row_max_e(e);
     used[static_cast<size_t>(e.floor - table.data())] = true;
     if (is_parameter(t, target.entries)) {
@@ -229,14 +269,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       result.floors_used.push_back(f);
     }
 
-  // Pass 2: the entries in dump order.
+  // Pass 2: the entries in dump order. Errors are weighed against what
+  // explains them within one class of statistic (docs/formats.md: a bfloat16
+  // Max one ulp off upstream must not hide a Norm 1 % off here).
   NoiseSeen seen;
+  Peak upstream;  // U, per class
   std::optional<uint32_t> last_matched;
   std::vector<uint32_t> unmatched_since;
   for (const auto& [begin, end] : entry_ranges(target, rows)) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
-    double z_in = 0, z_par = 0, z_out = 0, e_entry = 0;
-    size_t row_in = begin, row_par = begin, row_out = begin;
+    Peak in, par, out;
+    double e_entry = 0;
     int64_t matched = 0;
     for (size_t i = begin; i < end; ++i) {
       const CompareRow& r = rows[i];
@@ -244,26 +287,29 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       ++matched;
       e_entry = std::max(e_entry, max_e[i]);
       const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
-      const double z = *r.z;
-      // The first row with the largest z of its group triggers.
-      if (t.role == Role::kOutput) {
-        if (z > z_out) z_out = z, row_out = i;
-      } else if (is_parameter(t, target.entries)) {
-        if (z > z_par) z_par = z, row_par = i;
-      } else if (z > z_in) {
-        z_in = z, row_in = i;
-      }
+      if (t.role == Role::kOutput) out.add(zc[i], i);
+      else if (is_parameter(t, target.entries)) par.add(zc[i], i);
+      else in.add(zc[i], i);
     }
     if (matched == 0) {
       unmatched_since.push_back(entry);
       continue;
     }
     uint8_t kinds = 0;
-    if (z_par > 1) kinds |= kParameterCause;
-    if (exceeds(z_out, ratio, std::max(z_in, z_par))) kinds |= kOutputCause;
-    if (exceeds(z_in, ratio, seen.max_z)) kinds |= kUnrecordedInput;
+    int par_class = par.z[kExtremeClass] > par.z[kAggregateClass] ? kExtremeClass : kAggregateClass;
+    if (par.any() > 1) kinds |= kParameterCause;
+    int out_class = -1, in_class = -1;
+    for (int c : {kAggregateClass, kExtremeClass}) {
+      if (exceeds(out.z[c], ratio, std::max(in.z[c], par.z[c])) && (out_class < 0 || out.z[c] > out.z[out_class]))
+        out_class = c;
+      if (exceeds(in.z[c], ratio, upstream.z[c]) && (in_class < 0 || in.z[c] > in.z[in_class])) in_class = c;
+    }
+    if (out_class >= 0) kinds |= kOutputCause;
+    if (in_class >= 0) kinds |= kUnrecordedInput;
     if (kinds == 0) {
-      seen.max_z = std::max({seen.max_z, z_in, z_par, z_out});
+      for (int c : {kAggregateClass, kExtremeClass})
+        upstream.z[c] = std::max({upstream.z[c], in.z[c], par.z[c], out.z[c]});
+      seen.max_z = std::max(seen.max_z, upstream.any());
       seen.max_e = std::max(seen.max_e, e_entry);
       seen.rows += matched;
       last_matched = entry;
@@ -273,10 +319,11 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     Divergence d;
     d.entry = entry;
     d.kinds = kinds;
-    d.row = (kinds & kParameterCause) ? row_par : (kinds & kOutputCause) ? row_out : row_in;
-    d.z_inputs = z_in;
-    d.z_parameters = z_par;
-    d.z_outputs = z_out;
+    const int cls = (kinds & kParameterCause) ? par_class : (kinds & kOutputCause) ? out_class : in_class;
+    d.row = (kinds & kParameterCause) ? par.row[cls] : (kinds & kOutputCause) ? out.row[cls] : in.row[cls];
+    d.z_inputs = in.any();
+    d.z_parameters = par.any();
+    d.z_outputs = out.any();
     d.parameter_rows = params;
     d.parameter_rows_differing = params_differing;
     // "Throughout": at least half of them, and more than one (a model with a
@@ -287,12 +334,15 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       return row_error(target.rows[static_cast<size_t>(rows[i].target)], bench.rows[static_cast<size_t>(rows[i].bench)],
                        scale);
     };
+    auto label = [&](size_t i) { return row_label(target.rows[static_cast<size_t>(rows[i].target)], cols); };
     d.error = error_of(d.row);
+    // The statistic shown is the worst of the class that decided.
+    if (d.error.hard.empty()) d.error.worst_stat = worst_in_class(d.error, cls, scale);
     std::string msg;
     auto add = [&msg](const std::string& part) { msg += (msg.empty() ? "" : "; ") + part; };
     if (kinds & kParameterCause) {
-      std::string m = row_label(target.rows[static_cast<size_t>(rows[row_par].target)], cols) + " differs: " +
-                      error_text(error_of(row_par), scale) + "; nothing recorded produced it";
+      std::string m = label(par.row[par_class]) + " differs: " + error_text(error_of(par.row[par_class]), par_class, scale) +
+                      "; nothing recorded produced it";
       if (d.parameters_throughout)
         m += "; the parameters differ throughout (" + std::to_string(params_differing) + " of " +
              std::to_string(params) +
@@ -301,21 +351,24 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       add(m);
     }
     if (kinds & kOutputCause) {
-      const double explained = std::max(z_in, z_par);
-      std::string m = row_label(target.rows[static_cast<size_t>(rows[row_out].target)], cols) + ": " +
-                      error_text(error_of(row_out), scale) + ", ";
-      m += explained == 0 ? "while its inputs agree exactly" : (std::isinf(z_out) ? "beyond its inputs'" : times(z_out / explained) + " its inputs'");
+      const double explained = std::max(in.z[out_class], par.z[out_class]), z = out.z[out_class];
+      std::string m = label(out.row[out_class]) + ": " + error_text(error_of(out.row[out_class]), out_class, scale) + ", ";
+      if (in.any() == 0 && par.any() == 0) m += "while its inputs agree exactly";
+      else if (explained == 0)
+        m += out_class == kAggregateClass ? "while its inputs' Means and Norms agree exactly"
+                                          : "while its inputs' Max and Min agree exactly";
+      else m += std::isinf(z) ? "beyond its inputs'" : times(z / explained) + " its inputs'";
       add(m);
     }
     if (kinds & kUnrecordedInput) {
       d.last_agreeing = last_matched;
       d.unmatched_between = unmatched_since;
-      std::string m = row_label(target.rows[static_cast<size_t>(rows[row_in].target)], cols) + ": " +
-                      error_text(error_of(row_in), scale);
+      const double z = in.z[in_class], before = upstream.z[in_class];
+      std::string m = label(in.row[in_class]) + ": " + error_text(error_of(in.row[in_class]), in_class, scale);
       if (!last_matched && unmatched_since.empty()) {
         m += ": the model's inputs already differ";
       } else {
-        if (seen.max_z > 0 && std::isfinite(z_in)) m += ", " + times(z_in / seen.max_z) + " anything recorded before it";
+        if (before > 0 && std::isfinite(z)) m += ", " + times(z / before) + " anything recorded before it";
         m += ": the error came from code that is not recorded";
         if (last_matched) m += " between " + cols[*last_matched] + " (the last agreeing record) and this call";
         else m += " before this call";

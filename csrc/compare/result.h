@@ -123,6 +123,11 @@ struct CompareRow {
   }
 };
 
+// Classes of statistic: aggregate (Mean, Norm) and extreme (Max, Min), each
+// with a floor of its own (noise_floor.h).
+enum StatClass : int { kAggregateClass = 0, kExtremeClass = 1 };
+using ClassZ = std::array<double, 2>;  // z per StatClass
+
 // The error of one matched row as the first-divergence rule measures it.
 struct RowError {
   // Per statistic (Max, Min, Mean, Norm), relative and scale-aware:
@@ -130,6 +135,7 @@ struct RowError {
   // |t - b| / |b| for Norm. Absent where a side has no number.
   StatArray e;
   double z = 0;         // max over statistics of e / floor; inf for a hard difference
+  ClassZ z_class{0.0, 0.0};  // the same max within each StatClass
   int worst_stat = -1;  // the statistic giving z; -1 when z is 0 or hard
   const NoiseFloor* floor = nullptr;  // the bench dtype's row of the table
   bool floor_assumed = false;         // a floating dtype the table does not name

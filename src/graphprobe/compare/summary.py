@@ -21,7 +21,7 @@ _DIVERGENCE_PAIRS = 8  # pairs whose first divergence is explained in full; the 
 
 
 def short_number(v: float) -> str:
-    """Two significant digits, an exponent below 1e-3 (``2e-6``), as the
+    """Two significant digits, an exponent below 1e-2 (``2e-6``), as the
     engine's messages and the noise-floor table write numbers."""
     if math.isnan(v):
         return "nan"
@@ -29,7 +29,7 @@ def short_number(v: float) -> str:
         return "inf" if v > 0 else "-inf"
     if v == 0:
         return "0"
-    text = f"{v:.1e}" if abs(v) < 1e-3 else f"{v:.2g}"
+    text = f"{v:.1e}" if abs(v) < 1e-2 else f"{v:.2g}"
     if "e" not in text:
         return text
     mant, exp = text.split("e")
