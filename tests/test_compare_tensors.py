@@ -508,7 +508,8 @@ def test_dtypes_without_metrics_are_reported_per_row(tmp_path: Path, layout: str
     for name in ("f8", "u16"):
         assert float(rows[name][cosine]) == 1.0, rows[name]
     for name, why in (("fp4", "two 4-bit values are packed"), ("bits", "raw bits"), ("c32", "no order")):
-        assert any("are not supported: " in m and why in m for m in json.loads(rows[name]["Err_message"])), rows[name]["Err_message"]
+        messages = json.loads(rows[name]["Err_message"])
+        assert any("are not supported: " in m and why in m for m in messages), messages
         if layout == "graphprobe":
             assert rows[name]["Result"] == "warning"
         else:

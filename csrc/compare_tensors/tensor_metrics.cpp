@@ -174,7 +174,8 @@ TensorMetrics compute_tensor_metrics(const at::Tensor& target, const at::Tensor&
   Accumulator a;
   // float8 and uint16/32/64 too: every element is read as a double (exact
   // for all of them but uint64 beyond 2^53, which rounds).
-  AT_DISPATCH_V2(st, "graphprobe::compute_tensor_metrics", AT_WRAP([&] { a = accumulate<scalar_t>(target, bench, eps); }),
+  AT_DISPATCH_V2(st, "graphprobe::compute_tensor_metrics",
+                 AT_WRAP([&] { a = accumulate<scalar_t>(target, bench, eps); }),
                  AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_FLOAT8_TYPES),
                  AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
 

@@ -511,7 +511,8 @@ class Unpickler {
   void memo(uint32_t id) { memo_[id] = top(); }
   uint32_t get(uint32_t id, size_t at) {
     const auto it = memo_.find(id);
-    if (it == memo_.end()) bad("the pickle reads memo " + std::to_string(id) + ", never stored, at byte " + std::to_string(at));
+    if (it == memo_.end())
+      bad("the pickle reads memo " + std::to_string(id) + ", never stored, at byte " + std::to_string(at));
     return it->second;
   }
   void expect(uint32_t n, Node::Kind k, const char* what) const {
@@ -600,7 +601,8 @@ class Unpickler {
       expect(a[0], Node::kTensor, "the parameter's data");
       return a[0];
     }
-    if (name.rfind("torch._utils _rebuild_qtensor", 0) == 0) bad("the file holds a quantized tensor, which graphprobe does not read");
+    if (name.rfind("torch._utils _rebuild_qtensor", 0) == 0)
+      bad("the file holds a quantized tensor, which graphprobe does not read");
     bad("the pickle calls '" + name + "', which is not how torch.save writes a plain tensor");
   }
 
