@@ -204,3 +204,56 @@ def test_stop_leaves_a_forward_the_user_assigned_after_start(write_config, read_
     assert torch.allclose(out.double(), want, rtol=1e-5, atol=1e-6)
     graphprobe.flush()
     assert sorted(os.listdir(tmp_path / "dump")) == ["step0"]
+
+
+class _IntOnly(torch.nn.Module):
+    def forward(self, n: int) -> int:
+        return n + 1
+
+
+class _OnlyDeepTensor(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> int:
+        return 3
+
+
+class NoTensorCalls(torch.nn.Module):
+    """Issue 28, D8: a call with no tensor (int in, int out) and one whose
+    only tensor lies deeper than MAX_DEPTH."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deep = _OnlyDeepTensor()
+        self.count = _IntOnly()
+        self.fc = torch.nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = self.count(self.deep(_nest(x, MAX_DEPTH + 4)))
+        return self.fc(x) * n
+
+
+@pytest.mark.parametrize("task", ["statistics", "tensor"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_calls_without_a_recorded_tensor_are_written(compiled, task, write_config, read_step, tmp_path):
+    model = NoTensorCalls()
+    dumper = graphprobe.AclGraphDumper(write_config(task=task))
+    dumper.start(model)
+    run = torch.compile(model, backend="aot_eager") if compiled else model
+    run(torch.ones(1, 2))
+    dumper.step()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    dumper.stop()
+    assert list(data) == ["Module.deep._OnlyDeepTensor.forward.0", "Module.count._IntOnly.forward.0",
+                          "Module.fc.Linear.forward.0"]
+    assert data["Module.count._IntOnly.forward.0"] == {
+        "input_args": [{"type": "int", "value": 3}], "input_kwargs": {}, "output": [{"type": "int", "value": 4}],
+        "parameters": {}}
+    deep = data["Module.deep._OnlyDeepTensor.forward.0"]
+    assert deep["output"] == [{"type": "int", "value": 3}]
+    levels, value = 0, deep["input_args"][0]
+    while isinstance(value, list):
+        levels, value = levels + 1, value[0]
+    assert levels == MAX_DEPTH - 1 and value == {"type": "list"}  # cut at the bound, as documented
+    if task == "tensor":  # no tensor file for the markers, and the Linear's files are there
+        (folder,) = [p for p in (tmp_path / "dump" / "step0").iterdir()]
+        names = sorted(os.listdir(folder / "dump_tensor_data"))
+        assert names and all(n.startswith("Module.fc.Linear.forward.0.") for n in names)

@@ -166,7 +166,11 @@ bool Engine::admits_locked(int64_t site, int64_t index, bool capturing) {
   if (s == nullptr) return false;  // inserted under an earlier dumper: not this one's record
   TORCH_CHECK(s->layout != nullptr, "graphprobe.record_stats: site ", site,
               " was never described by a call part; the probe and its registration disagree");
-  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(s->layout->places.size()),
+  // A part without tensors is probed once, at index 0, with an empty marker
+  // tensor (wiring/probe.py): its row says that the part ran, so that a call
+  // of non-tensor values only is still written (call_assembly.cpp).
+  const bool marker = s->layout->places.empty() && index == 0;
+  TORCH_CHECK(marker || (index >= 0 && index < static_cast<int64_t>(s->layout->places.size())),
               "graphprobe.record_stats: tensor index ", index, " is out of range for site ", site, " of ",
               s->layout->entry, " (", s->layout->places.size(), " tensors); the probe and its registration disagree");
   return true;
@@ -190,7 +194,9 @@ Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, in
   refresh(s, dtype, shape, numel);
   target.table = table(t.device()).rows.get();
   target.row = s.row;
-  if (staging_) target.staged = staged_file(*staging_, id);
+  // A marker row (a part without tensors) has no tensor to file.
+  const Site* site_info = registry_.site(site);
+  if (staging_ && !site_info->layout->places.empty()) target.staged = staged_file(*staging_, id);
   target.gate = gates_.back().get();
   return target;
 }

@@ -36,8 +36,11 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
   std::map<InstanceKey, Instance> instances;
   for (ExecutedRow& r : rows) {
     const Site* s = registry.site(r.site);
-    if (s == nullptr || !s->layout || r.index < 0 || r.index >= static_cast<int64_t>(s->layout->places.size()))
-      continue;
+    if (s == nullptr || !s->layout || r.index < 0) continue;
+    // Index 0 of a part without tensors is its marker (engine.cpp): the call
+    // ran and is written with its non-tensor values, with no tensor.
+    const bool marker = s->layout->places.empty() && r.index == 0;
+    if (!marker && r.index >= static_cast<int64_t>(s->layout->places.size())) continue;
     const Call* c = registry.call(s->call);
     if (c == nullptr) continue;
     auto [it, fresh] = run_start.try_emplace(run_of(*s, r.site, r.captured, r.instance), r.when);
@@ -89,6 +92,7 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
     });
     for (ExecutedRow* r : inst->rows) {
       const PartLayout& layout = *registry.site(r->site)->layout;
+      if (layout.places.empty()) continue;  // a marker: no tensor
       const size_t i = static_cast<size_t>(r->index);
       TensorRow t = std::move(r->row);
       t.place = layout.places[i];

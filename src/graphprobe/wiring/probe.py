@@ -37,6 +37,9 @@ deeper than that is recorded by its type only (no tensor probed inside)."""
 # Tensor classes that need no unwrapping (the common case, checked first).
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
+# The marker probed for a part without tensors (see _probe), in eager mode.
+_MARKER = torch.empty(0)
+
 # Non-tensor leaves whose values are written into dump.json.
 _VALUE_TYPES = (bool, int, float, str, type(None))
 
@@ -207,6 +210,12 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
     requires_grad = tuple(t.requires_grad for t in tensors)
     mode = _mode()
     site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode, _session)
+    if not tensors:
+        # A part without tensors (ints in and out; a tensor deeper than
+        # MAX_DEPTH) still needs a row to show that it ran: one empty marker
+        # tensor at index 0, which the engine records as "ran" without a
+        # tensor record (csrc/identity/call_assembly.cpp).
+        tensors = [torch.empty(0) if mode == _TRACED else _MARKER]
     if mode == _TRACED:
         # The switch is read here, in traced code, so that dynamo guards on it.
         # Graph nodes: they run on every execution.
