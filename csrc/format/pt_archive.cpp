@@ -687,6 +687,13 @@ TensorLayout read(const Source& src, const std::string& name) {
               "], storage offset " + std::to_string(out.storage_offset) + ") reads past the end of " + where +
               ", which holds " + std::to_string(out.storage_bytes) + " bytes");
     }
+    // Inside the storage, so only repeated elements can make numel exceed
+    // what is stored; their count is bounded here, not by the file.
+    const uint64_t stored = out.storage_bytes / static_cast<uint64_t>(itemsize);
+    if (static_cast<uint64_t>(numel) > stored && numel > kMaxRepeatedElements)
+      zip.bad("the tensor has " + std::to_string(numel) + " elements but its storage holds " + std::to_string(stored) +
+              " (zero or overlapping strides repeat them); graphprobe reads such tensors up to " +
+              std::to_string(kMaxRepeatedElements) + " elements");
   }
   return out;
 }

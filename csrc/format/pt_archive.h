@@ -18,7 +18,8 @@
 //  * the tensor: sizes and strides non-negative, element count and extent
 //    computed with overflow checks; (storage offset + the largest index + 1)
 //    * itemsize within the storage; the storage's claimed bytes within its
-//    record.
+//    record; an element count beyond the storage's (repeated elements) at
+//    most kMaxRepeatedElements.
 // Any violation throws FormatError naming the file and what was wrong.
 //
 // Writing (acl_save, the tensor task): torch::jit::pickle_save names a
@@ -59,6 +60,12 @@ const std::vector<DtypeInfo>& all_dtypes();
 // The pickle of one tensor is a few hundred bytes; a larger one is refused
 // (each opcode may add a value to the machine, so this bounds its memory).
 constexpr size_t kMaxPickleBytes = size_t{64} << 10;
+
+// A tensor with more elements than its storage holds repeats stored
+// elements (a zero or overlapping stride, as torch.save writes an expanded
+// view). Its element count is then not bounded by the file, so it is read
+// only up to this many elements (2^28: 2 GiB as float64).
+constexpr int64_t kMaxRepeatedElements = int64_t{1} << 28;
 
 // Where one tensor's data lies in its file, all of it checked.
 struct TensorLayout {

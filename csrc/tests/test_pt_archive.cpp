@@ -105,6 +105,16 @@ void claims_past_the_file_are_refused() {
                "tensor file 'claim.pt' is not a readable torch.save archive: the storage (record 'archive/data/0') "
                "claims 200 elements of 4 bytes (800 bytes), but holds 16 bytes");
   CHECK_THROWS(pt::FormatError, pt::read_tensor_layout(good.substr(0, good.size() - 1), "cut.pt"), "cut.pt");
+  // An expanded view (stride 0) is read while its element count stays under
+  // kMaxRepeatedElements; beyond, the count is not bounded by the file.
+  std::string expanded = pt::tensor_pickle(f32, {1000});  // strides (1,): make them (0,)
+  const size_t stride_at = expanded.rfind("(K\x01t");
+  CHECK(stride_at != std::string::npos);
+  expanded[stride_at + 2] = '\0';
+  expanded.replace(expanded.find("cpu") + 3, 3, std::string("M\x01\x00", 3));  // storage numel 1
+  const pt::TensorLayout e =
+      pt::read_tensor_layout(zip({{"archive/data.pkl", expanded}, {"archive/data/0", std::string(4, '\0')}}), "e.pt");
+  CHECK(e.numel == 1000 && e.storage_bytes == 4 && e.strides == std::vector<int64_t>{0});
   CHECK_THROWS(pt::FormatError, pt::read_tensor_layout(std::string(), "none.pt"), "too short for a zip archive");
 }
 

@@ -83,6 +83,9 @@ ATTACKS: dict[str, tuple[bytes, str]] = {
     "numel_overflow": (archive(tensor_pickle(4, [2**62, 8], [1, 1]), FLOATS16), "more elements than any file"),
     "stride_overflow": (archive(tensor_pickle(4, [3], [2**62]), FLOATS16), "strides reach past"),
     "storage_bytes_overflow": (archive(tensor_pickle(2**62, [1], [1]), FLOATS16), "more than any file holds"),
+    # Zero strides: 2^40 elements from 4 stored (no memory outside the file,
+    # but an element count the file does not bound).
+    "repeated_elements": (archive(tensor_pickle(4, [2**20, 2**20], [0, 0]), FLOATS16), "zero or overlapping strides"),
     "size_stride_rank_differ": (archive(tensor_pickle(4, [2, 2], [1]), FLOATS16), "2 sizes but 1 strides"),
     "missing_storage_record": (archive(tensor_pickle(4, [4], [1], key="7"), FLOATS16), "data/7') is missing"),
     # The pickle machine itself.
