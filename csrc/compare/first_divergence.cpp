@@ -183,6 +183,19 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   if (t.is_tensor != b.is_tensor) {
     r.hard = std::string("the ") + (t.is_tensor ? "target" : "bench") + " has a tensor, the other side a value";
   } else if (!tensors) {
+    if (t.kinds[kMax] == ValueKind::kFloat && b.kinds[kMax] == ValueKind::kFloat) {
+      // A Python float carries the rounding of whatever computed it (.item()
+      // of a float32 tensor, a scale derived from data): weighed against the
+      // float32 floor, relative to itself, not as an exact value.
+      r.floor = &noise_floor_for("torch.float32", true);
+      const double e = scaled_error(*t.stats[kMax], *b.stats[kMax], std::fabs(*b.stats[kMax]));
+      r.e[kMax] = e;
+      r.e[kMean] = e;
+      r.z = e / (r.floor->aggregate * floor_scale);
+      r.z_class = {r.z, r.z};
+      r.worst_stat = r.z > 0 ? kMax : -1;
+      return r;
+    }
     if (!python_equal(t, b, kMax)) r.hard = "value differs: " + stat_str(t, kMax) + " vs " + stat_str(b, kMax);
   } else if (t.dtype != b.dtype) {
     r.hard = "dtype differs: " + t.dtype + " vs " + b.dtype;
@@ -245,6 +258,11 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   std::vector<bool> used(table.size(), false);
   std::vector<double> max_e(rows.size(), 0.0);
   std::vector<ClassZ> zc(rows.size(), ClassZ{0.0, 0.0});
+  // Integer and bool tensors (exact floor) whose dtype and shape agree: an
+  // argmax or a mask (x > 0) computed from floating inputs flips with their
+  // rounding, so such an output cannot be weighed against its inputs' noise.
+  std::vector<bool> discrete(rows.size(), false);
+  const NoiseFloor* exact = &table.back();
   int64_t params = 0, params_differing = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     CompareRow& row = rows[i];
@@ -255,6 +273,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     row.z = e.z;
     zc[i] = e.z_class;
     max_e[i] = row_max_e(e);
+    discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
     used[static_cast<size_t>(e.floor - table.data())] = true;
     if (is_parameter(t, target.entries)) {
       ++params;
@@ -278,7 +297,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   std::vector<uint32_t> unmatched_since;
   for (const auto& [begin, end] : entry_ranges(target, rows)) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
-    Peak in, par, out;
+    Peak in, par, out, out_discrete;
     double e_entry = 0;
     int64_t matched = 0;
     for (size_t i = begin; i < end; ++i) {
@@ -287,10 +306,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       ++matched;
       e_entry = std::max(e_entry, max_e[i]);
       const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
-      if (t.role == Role::kOutput) out.add(zc[i], i);
+      if (t.role == Role::kOutput) (discrete[i] ? out_discrete : out).add(zc[i], i);
       else if (is_parameter(t, target.entries)) par.add(zc[i], i);
       else in.add(zc[i], i);
     }
+    // Integer/bool outputs count only when the inputs and parameters agree
+    // exactly (then any difference is the entry's own); otherwise they are
+    // explained by the inputs' rounding, and only add to what is upstream.
+    const bool inputs_exact = in.any() == 0 && par.any() == 0;
+    if (inputs_exact)
+      for (int c = 0; c < 2; ++c) out.add({c == 0 ? out_discrete.z[0] : 0.0, c == 1 ? out_discrete.z[1] : 0.0},
+                                          out_discrete.row[c]);
     if (matched == 0) {
       unmatched_since.push_back(entry);
       continue;
@@ -308,7 +334,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     if (in_class >= 0) kinds |= kUnrecordedInput;
     if (kinds == 0) {
       for (int c : {kAggregateClass, kExtremeClass})
-        upstream.z[c] = std::max({upstream.z[c], in.z[c], par.z[c], out.z[c]});
+        upstream.z[c] = std::max({upstream.z[c], in.z[c], par.z[c], out.z[c], out_discrete.z[c]});
       seen.max_z = std::max(seen.max_z, upstream.any());
       seen.max_e = std::max(seen.max_e, e_entry);
       seen.rows += matched;

@@ -8,7 +8,9 @@
 //    (noise_floor.h; Max/Min use the extreme floor, Mean/Norm the aggregate
 //    one; every floor x floor_scale). z > 1: beyond rounding noise. A hard
 //    difference (dtype, shape, a non-tensor value, target NaN/inf while the
-//    bench is finite) is z = inf.
+//    bench is finite) is z = inf; a Python float is weighed against the
+//    float32 floor. z is also kept per class of statistic (aggregate Mean/Norm,
+//    extreme Max/Min): the comparisons below are made within one class.
 // 2. An entry's rows are its inputs (arguments), its parameters
 //    ({entry}.parameters.*) and its outputs. Target entries are walked in
 //    dump order (calls as they complete, children before parents); the first
@@ -21,7 +23,9 @@
 //        matched row of the earlier entries: the error came from code that
 //        is not recorded (or not matched) between the last agreeing record
 //        and this entry.
-//    R = divergence_ratio. Unmatched rows take no part.
+//    R = divergence_ratio. Unmatched rows take no part, nor do integer/bool
+//    outputs of an entry whose inputs or parameters differ at all (a flipped
+//    argmax is rounding, not a cause).
 // The rows of the entry found get first_divergence = true; every matched
 // row gets its z.
 

@@ -591,6 +591,30 @@ void parameter_names_and_drift() {
   CHECK(r.divergence && r.divergence->message.find("earlier step's update") != std::string::npos);
 }
 
+void discrete_outputs_and_python_floats() {
+  // An argmax from float inputs that differ within noise (1e-6, z 0.01) may
+  // flip: not a divergence. With exact inputs, a different index is.
+  const std::string x = rec(1, -1, 0, 2), xn = rec(1.000001, -1, 0, 2);
+  const std::string i3 = rec(3, 3, 3, 3, "torch.int64", "[1]"), i2 = rec(2, 2, 2, 2, "torch.int64", "[1]");
+  auto r = run(doc(entry("Torch.argmax.0.forward", xn, i2)), doc(entry("Torch.argmax.0.forward", x, i3)));
+  CHECK(!r.first_divergence);
+  CHECK(r.rows[1].z && std::isinf(*r.rows[1].z));  // the row's own z still says it differs
+  r = run(doc(entry("Torch.argmax.0.forward", x, i2)), doc(entry("Torch.argmax.0.forward", x, i3)));
+  CHECK(r.divergence && r.divergence->kinds == gc::kOutputCause);
+  // A Python float is weighed against the float32 floor: 1e-7 relative is
+  // noise (z 1e-3), 1e-3 is not (z 10); an int that differs is hard.
+  auto scalar = [](const std::string& v) {
+    return R"("F.0.forward": {"input_args": [{"type": "float", "value": )" + v + R"(}], "output": []})";
+  };
+  CHECK(!run(doc(scalar("0.50000005")), doc(scalar("0.5"))).first_divergence);
+  r = run(doc(scalar("0.5005")), doc(scalar("0.5")));
+  CHECK(r.divergence && r.rows[0].z);
+  CHECK_NEAR(r.rows[0].z ? *r.rows[0].z : -1, 10.0, 1e-6);
+  r = run(doc(R"("F.0.forward": {"input_args": [{"type": "int", "value": 2}], "output": []})"),
+          doc(R"("F.0.forward": {"input_args": [{"type": "int", "value": 3}], "output": []})"));
+  CHECK(r.divergence && r.divergence->error.hard == "value differs: 2 vs 3");
+}
+
 void coverage_of_the_sides() {
   const std::string x = rec(1, -1, 0, 2);
   const std::string full = doc(entry("A.forward.0", x, x) + "," + entry("B.forward.0", x, x) + "," +
@@ -625,6 +649,7 @@ void run_all() {
   divergence_kinds();
   divergence_from_unrecorded_code();
   parameter_names_and_drift();
+  discrete_outputs_and_python_floats();
   coverage_of_the_sides();
 }
 
