@@ -183,18 +183,27 @@ def test_graph_break_under_inductor_records_no_call_of_generated_code(level, tmp
 # -- item 3: dynamic=True ---------------------------------------------------------
 
 
+class _Scale(nn.Module):
+    def forward(self, x: torch.Tensor, scale: float, n: int) -> tuple[torch.Tensor, int]:
+        return x * scale, n
+
+
 class Sized(nn.Module):
-    """A float attribute of a module (``norm_type``) and a size as arguments
-    of recorded calls: both symbolic under ``dynamic=True``."""
+    """Float attributes of modules (``norm_type``, ``scale``) and a size as
+    arguments of recorded calls and of a module (its output too): all
+    symbolic under ``dynamic=True``."""
 
     def __init__(self) -> None:
         super().__init__()
         self.emb = nn.Embedding(64, 16)
         self.fc = nn.Linear(16, 16)
+        self.scaled = _Scale()
+        self.scale = 0.5
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = self.fc(self.emb(ids)).softmax(-1)
-        return h * ids.shape[1] + h.mean(1, keepdim=True)
+        h, n = self.scaled(h, self.scale, ids.shape[1])
+        return h * n + h.mean(1, keepdim=True)
 
 
 @pytest.mark.parametrize("level", ["L1", "mix"])
@@ -210,7 +219,11 @@ def test_dynamic_shapes_under_inductor_record_as_eager(level, tmp_path):
     # The values eager mode records: the float attribute and this step's size.
     for step, n in enumerate((8, 6)):
         assert compiled[step]["Functional.embedding.0.forward"]["input_args"][4] == {"type": "float", "value": 2.0}
-        assert compiled[step]["Tensor.__mul__.0.forward"]["input_args"][1] == {"type": "int", "value": n}
+        assert compiled[step]["Tensor.__mul__.1.forward"]["input_args"][1] == {"type": "int", "value": n}
+        if level == "mix":
+            scaled = compiled[step]["Module.scaled._Scale.forward.0"]
+            assert scaled["input_args"][1:] == [{"type": "float", "value": 0.5}, {"type": "int", "value": n}]
+            assert scaled["output"][1] == {"type": "int", "value": n}
 
 
 def _tiny_qwen2() -> nn.Module:

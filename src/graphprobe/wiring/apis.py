@@ -77,10 +77,10 @@ import sys
 from typing import Any, Callable, Mapping
 
 import torch
-from torch.fx.experimental.symbolic_shapes import guard_scalar
 from torch.overrides import TorchFunctionMode
 
-from graphprobe.wiring.probe import MAX_DEPTH, matches, probe_inputs, probe_output
+from graphprobe.wiring.probe import matches, probe_inputs, probe_output
+from graphprobe.wiring.symbolic import concrete_numbers
 
 __all__ = ["ApiWiring", "DEFAULT_APIS", "INLINED_BY_DYNAMO", "OPERATOR_METHODS", "resolve_apis"]
 
@@ -275,29 +275,6 @@ def _bind(layout: _Layout, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
     return tuple(pos), kw
 
 
-def _concrete(value: Any, depth: int) -> Any:
-    """``value`` with its numbers as plain Python numbers. Traced only (under
-    dynamo): with ``dynamic=True`` a size or a float attribute of a module
-    (``nn.Embedding.norm_type``) reaches the mode as a symbolic number, which
-    the probe cannot describe at trace time (its site is a constant of the
-    graph). Converting it specializes it: dynamo guards on its value, as it
-    does for any Python number the graph depends on, and the record holds
-    the value that eager mode records. Tuples come back as tuples, lists as
-    lists (the walk of the probe treats both alike)."""
-    if isinstance(value, torch.Tensor) or depth >= MAX_DEPTH:
-        return value
-    if isinstance(value, (bool, int, float)):
-        # dynamo's own rule for it: a constant of the graph, guarded on.
-        return guard_scalar(value)
-    if isinstance(value, tuple):
-        return tuple(_concrete(item, depth + 1) for item in value)
-    if isinstance(value, list):
-        return [_concrete(item, depth + 1) for item in value]
-    if isinstance(value, dict):
-        return {key: _concrete(item, depth + 1) for key, item in value.items()}
-    return value
-
-
 # Modules of the code that inductor generates and runs: its output code is
 # loaded as torch._inductor.runtime.compile_tasks.<hash>.
 _GENERATED_CODE_PREFIX = "torch._inductor."
@@ -368,10 +345,10 @@ class _ApiMode(TorchFunctionMode):
         # probes nor the APIs that ``func`` calls internally come back here.
         shown_args, shown_kwargs = (args, kwargs) if layout is None else _bind(layout, args, kwargs)
         if torch.compiler.is_compiling():
-            shown_args, shown_kwargs = _concrete(shown_args, 0), _concrete(shown_kwargs, 0)
+            shown_args, shown_kwargs = concrete_numbers(shown_args), concrete_numbers(shown_kwargs)
         probe_inputs(entry, shown_args, shown_kwargs)
         out = func(*args, **kwargs)
-        probe_output(entry, _concrete(out, 0) if torch.compiler.is_compiling() else out)
+        probe_output(entry, concrete_numbers(out) if torch.compiler.is_compiling() else out)
         return out
 
 

@@ -24,6 +24,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
+from graphprobe.wiring.symbolic import concrete_numbers
 
 __all__ = ["ModuleWiring"]
 
@@ -69,6 +70,8 @@ def _pre_hook(entry: str, names: tuple[str, ...]) -> Any:
                 ordered[name] = kwargs[name]
             kwargs = ordered
         parameters = {name: p for name, p in module._parameters.items() if p is not None}
+        if torch.compiler.is_compiling():  # dynamic=True: sizes and number attributes may be symbolic
+            args, kwargs = concrete_numbers(args), concrete_numbers(kwargs)
         probe_inputs(entry, args, kwargs, parameters)
 
     return hook
@@ -76,6 +79,6 @@ def _pre_hook(entry: str, names: tuple[str, ...]) -> Any:
 
 def _post_hook(entry: str) -> Any:
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-        probe_output(entry, output)
+        probe_output(entry, concrete_numbers(output) if torch.compiler.is_compiling() else output)
 
     return hook
