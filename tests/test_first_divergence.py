@@ -247,8 +247,14 @@ def test_training_drift_names_the_first_step_whose_parameters_differ(tmp_path: P
                  "-q"]) == 0
     out = capsys.readouterr().out
     assert "parameters differ from step1 on (step1/rank0 first)" in out
+    assert "step1/rank0: first divergence: Module.l0.Linear.forward.0 (parameter `weight` differs: Norm 1 %, 100x" in out
     assert "the parameters differ throughout (3 of 3 parameter rows beyond the floor)" in out
     assert "step0/rank0: first divergence" not in out
+    # Several clean pairs: one line for all of them.
+    assert main(["compare", str(tmp_path / "b"), str(tmp_path / "b"), "-o", str(tmp_path / "o2"), "--no-report",
+                 "-q", "--fail-on", "error"]) == 0
+    assert re.search(r"^first divergence: none in 3 pairs; noise seen: max 0 \(0x the floor, step0/rank0\) over 27 rows$",
+                     capsys.readouterr().out, re.M)
 
 
 # -- real models: eager against torch.compile -------------------------------------

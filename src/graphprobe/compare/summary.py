@@ -59,8 +59,16 @@ def divergence_lines(run: CompareRun) -> list[str]:
         return []
     lines: list[str] = [""]
     single = len(read) == 1
-    shown = [o for o in read if o.divergence is not None or (o.coverage and o.coverage.problem)] or read[:1]
-    for o in shown[:_DIVERGENCE_PAIRS]:
+    shown = [o for o in read if o.divergence is not None or (o.coverage and o.coverage.problem)]
+    if not shown and not single:
+        # Nothing diverges anywhere: one line for all pairs.
+        worst = max(read, key=lambda o: (o.noise.max_z if o.noise else 0.0))
+        n = worst.noise
+        rows = sum(o.noise.rows for o in read if o.noise)
+        lines.append(f"first divergence: none in {len(read)} pairs; noise seen: max {short_number(n.max_e if n else 0)} "
+                     f"({short_number(n.max_z if n else 0)}x the floor, {worst.pair.label}) over {rows} rows")
+    explained = shown if shown or not single else read  # a single pair always gets its line
+    for o in explained[:_DIVERGENCE_PAIRS]:
         who = "" if single else f"  {o.pair.label}: "
         if o.coverage is not None and o.coverage.problem:
             lines.append(f"{who}NOT A PASS: {o.coverage.problem}")
