@@ -253,8 +253,8 @@ void Writer::run() {
     {
       const std::lock_guard<std::mutex> lock(mu_);
       auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& e) { return e.get() == chosen; });
-      entry = std::move(*it);
       if (it == queue_.end()) continue;  // dropped by cancel() meanwhile
+      entry = std::move(*it);
       queue_.erase(it);
       if (entry->device_pending) {
         device_pending_ -= entry->bytes;
@@ -342,7 +342,6 @@ void Writer::flush() {
   if (count > 0) throw fs::IoError(msg);
 }
 
-std::string Writer::shutdown() {
 int64_t Writer::cancel(const std::string& prefix, int64_t after_seq) {
   std::vector<std::unique_ptr<Entry>> dropped;
   {
@@ -370,6 +369,7 @@ int64_t Writer::cancel(const std::string& prefix, int64_t after_seq) {
   return n;
 }
 
+std::string Writer::shutdown() {
   std::thread t;
   {
     std::unique_lock<std::mutex> lock(mu_);
