@@ -309,3 +309,31 @@ def test_dump_json_header_names_the_level(write_config, tmp_path):
     doc = json.loads(path.read_text())
     assert doc["level"] == "mix"
     assert list(doc["data"]) == ["Functional.relu.0.forward", "Module.0.ReLU.forward.0"]
+
+
+def test_none_is_null_and_pairs_with_msprobes_row(write_config, read_step, tmp_path):
+    # msprobe writes a None argument as a plain null (F.linear's bias of a
+    # Linear without one); a {"type": "NoneType"} object did not pair with it.
+    import shutil
+
+    from graphprobe.compare import compare
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4, bias=False))
+    dumper = graphprobe.AclGraphDumper(write_config(level="L1"))
+    dumper.start(model)
+    model(torch.randn(2, 4))
+    dumper.step()
+    dumper.stop()
+    doc = read_step(str(tmp_path / "dump"), 0)
+    assert doc["data"]["Functional.linear.0.forward"]["input_args"][2] is None
+    # The bench as msprobe writes the same call: the bias place holds null.
+    shutil.copytree(tmp_path / "dump" / "step0", tmp_path / "msprobe" / "step0")
+    (bench,) = (tmp_path / "msprobe" / "step0").glob("*/dump.json")
+    doc["data"]["Functional.linear.0.forward"]["input_args"][2] = None
+    bench.write_text(json.dumps(doc))
+    run = compare(tmp_path / "dump" / "step0", tmp_path / "msprobe" / "step0", tmp_path / "out",
+                  html=False, progress=False)
+    (outcome,) = run.outcomes
+    assert outcome.counts.get("unmatched", 0) == 0, outcome.counts
+    assert outcome.counts.get("error", 0) == 0, outcome.counts

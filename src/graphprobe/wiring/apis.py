@@ -55,7 +55,17 @@ own ``handle_torch_function`` call re-packs, but under dynamo as written at
 the call site; they are bound to their signature so that both give one form:
 every positional-or-keyword parameter in ``input_args``, keyword-only ones in
 ``input_kwargs``, defaults filled in (``F.layer_norm`` as ``nn.LayerNorm``
-calls it: ``input, normalized_shape, weight, bias, eps``).
+calls it: ``input, normalized_shape, weight, bias, eps``). The
+``boolean_dispatch`` wrappers (``F.max_pool2d``, ``F.adaptive_max_pool2d``,
+...) take ``(*args, **kwargs)`` and are bound to the signature of the
+function they dispatch to.
+
+Graph modes: under ``dynamic=True`` symbolic numbers among the arguments are
+made concrete while tracing (:mod:`graphprobe.wiring.symbolic`); calls that
+inductor's generated code makes while the mode is entered at run time (after
+a graph break) are not recorded (:func:`_called_by_compiled_code`); the MHA
+fast path is off while wired (:class:`ApiWiring`). Each keeps the compiled
+record list equal to eager mode's.
 
 ``statistics.list`` keeps the APIs whose ``{Prefix}.{api}`` contains one of
 its keywords (case-insensitive), as it keeps modules at L0.
