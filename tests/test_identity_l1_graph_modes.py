@@ -135,7 +135,7 @@ def test_transformer_encoder_fast_path_records_as_eager(tmp_path):
     # modes, so compiled code used to take it and record nothing.
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
-    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    model = nn.TransformerEncoder(layer, 2).eval()  # as the issue built it: nested tensors allowed
     inputs = [torch.randn(2, 5, 16) for _ in range(2)]
     refs = _references(model, inputs, "L1")
     before = torch.backends.mha.get_fastpath_enabled()
