@@ -102,18 +102,23 @@ def one_rank_group():
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("level", ["L0", "L1"])
 def test_dtensor_is_recorded_by_its_local_shard(level, compiled, one_rank_group, write_config, read_step, tmp_path):
-    from torch.distributed.tensor import DeviceMesh, Shard, distribute_tensor
+    """Statistics and shape of the local shard (msprobe's choice), plus
+    msprobe's ``placements`` and the whole tensor's ``global_shape``."""
+    from torch.distributed.tensor import DeviceMesh, Replicate, Shard, distribute_tensor
 
     torch.manual_seed(1)
     full = torch.randn(4, 6)
-    x = distribute_tensor(full, DeviceMesh("cpu", [0]), [Shard(0)])
+    placement, written = (Shard(1), [{"Shard": {"dim": 1}}]) if level == "L0" else (Replicate(), [{"Replicate": {}}])
+    x = distribute_tensor(full, DeviceMesh("cpu", [0]), [placement])
     data = _run(x, level, compiled, write_config, read_step, tmp_path)
     if level == "L0":
         entry = data["Module.inner.Identity.forward.0"]  # one call, not split by a graph break
-        _check(entry["input_args"][0], x.to_local())
-        _check(entry["output"][0], x.to_local())
+        records = [(entry["input_args"][0], x.to_local()), (entry["output"][0], x.to_local())]
     else:
-        _check(data["Tensor.__mul__.0.forward"]["output"][0], x.to_local() * 2)
+        records = [(data["Tensor.__mul__.0.forward"]["output"][0], x.to_local() * 2)]
+    for rec, values in records:
+        _check(rec, values)
+        assert rec["placements"] == written and rec["global_shape"] == [4, 6]
 
 
 _NO_RUNTIME = r"""
@@ -177,3 +182,18 @@ def test_a_device_without_runtime_records_from_a_host_copy(level, tmp_path):
         _check(out["data"]["Tensor.__mul__.0.forward"]["output"][0], x * 2)
     said = out["warnings"] + done.stderr.splitlines()  # a C++ warning outside Python's handler goes to stderr
     assert any("has no graphprobe runtime" in w for w in said)
+
+
+def test_compare_reads_a_dtensor_dump(one_rank_group, write_config, read_step, tmp_path):
+    """The extra fields of a DTensor record do not disturb graphprobe's own
+    compare: a dump compared with itself passes every row."""
+    from torch.distributed.tensor import DeviceMesh, Shard, distribute_tensor
+
+    x = distribute_tensor(torch.linspace(-2.0, 3.0, 24).reshape(4, 6), DeviceMesh("cpu", [0]), [Shard(0)])
+    _run(x, "L0", False, write_config, read_step, tmp_path)
+    step = str(tmp_path / "dump" / "step0")
+    done = subprocess.run([sys.executable, "-m", "graphprobe", "compare", step, step, "-o", str(tmp_path / "out"),
+                           "--no-report", "--fail-on", "unmatched"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = [line.split() for line in done.stdout.splitlines() if line.startswith("rank0")]
+    assert row[1:5] == ["2", "0", "0", "0"], done.stdout  # pass, warning, error, unmatched

@@ -106,6 +106,10 @@ std::string tensor_leaf(const TensorRow& r) {
   else w.value_number(nan ? NAN : std::sqrt(r.sumsq));
   w.key("requires_grad");
   w.value_bool(r.requires_grad);
+  for (const auto& [key, json_text] : r.extras) {
+    w.key(key);
+    w.value_raw(json_text);
+  }
   if (!r.data_name.empty()) {
     w.key("data_name");
     w.value_string(r.data_name);

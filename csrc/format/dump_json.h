@@ -32,6 +32,9 @@ struct TensorRow {
   int64_t nan_count = 0;
   int64_t writes = 1;  // executions since the last step (>1: replays collapsed)
   std::string data_name;  // tensor task: file holding the full tensor
+  // Extra fields after requires_grad, as (key, JSON text) pairs made by the
+  // Python wiring (a DTensor's placements and global shape).
+  std::vector<std::pair<std::string, std::string>> extras;
   int64_t slot = -1;      // the engine slot that wrote the row
 };
 

@@ -98,6 +98,7 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
       t.place = layout.places[i];
       t.order = i < layout.place_order.size() ? layout.place_order[i] : 0;
       t.requires_grad = i < layout.requires_grad.size() && layout.requires_grad[i];
+      if (i < layout.extras.size()) t.extras = layout.extras[i];
       rec.tensors.push_back(std::move(t));
     }
     for (int64_t site_id : {inst->call->input_site, inst->call->output_site})

@@ -38,6 +38,9 @@ struct PartLayout {
   std::vector<int64_t> place_order;  // per tensor: position in argument order
   std::vector<bool> requires_grad;
   std::vector<Leaf> leaves;
+  // Per tensor (may be shorter than places): extra fields of its record, as
+  // (key, JSON text) pairs; a DTensor's placements and global shape.
+  std::vector<std::vector<std::pair<std::string, std::string>>> extras;
 };
 
 struct Site {

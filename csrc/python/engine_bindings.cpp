@@ -40,7 +40,8 @@ Leaf to_leaf(const py::tuple& t) {
 }
 
 PartLayout to_layout(std::string entry, std::vector<Place> places, std::vector<int64_t> order,
-                     std::vector<bool> requires_grad, const py::tuple& leaves) {
+                     std::vector<bool> requires_grad, const py::tuple& leaves,
+                     std::vector<std::vector<std::pair<std::string, std::string>>> extras) {
   TORCH_CHECK(order.size() == places.size() && requires_grad.size() == places.size(),
               "graphprobe: a call part needs one order and one requires_grad per tensor place (", places.size(),
               " places, ", order.size(), " orders, ", requires_grad.size(), " flags)");
@@ -50,6 +51,9 @@ PartLayout to_layout(std::string entry, std::vector<Place> places, std::vector<i
   layout.place_order = std::move(order);
   layout.requires_grad = std::move(requires_grad);
   for (const py::handle& l : leaves) layout.leaves.push_back(to_leaf(py::reinterpret_borrow<py::tuple>(l)));
+  TORCH_CHECK(extras.size() <= layout.places.size(), "graphprobe: a call part has ", extras.size(),
+              " extra descriptions for ", layout.places.size(), " tensor places");
+  layout.extras = std::move(extras);
   return layout;
 }
 
@@ -66,15 +70,17 @@ void bind_engine(py::module_& m) {
     m.def(
         opening ? "open_call" : "close_call",
         [opening](std::string entry, std::vector<Place> places, std::vector<int64_t> order,
-                  std::vector<bool> requires_grad, const py::tuple& leaves, int mode, int64_t program) {
+                  std::vector<bool> requires_grad, const py::tuple& leaves, int mode, int64_t program,
+                  std::vector<std::vector<std::pair<std::string, std::string>>> extras) {
           PartLayout layout = to_layout(std::move(entry), std::move(places), std::move(order),
-                                        std::move(requires_grad), leaves);
+                                        std::move(requires_grad), leaves, std::move(extras));
           Engine& e = Engine::get();
           return opening ? e.open_call(std::move(layout), to_mode(mode), program)
                          : e.close_call(std::move(layout), to_mode(mode), program);
         },
         py::arg("entry"), py::arg("places"), py::arg("order"), py::arg("requires_grad"), py::arg("leaves"),
         py::arg("mode"), py::arg("program"),
+        py::arg("extras") = std::vector<std::vector<std::pair<std::string, std::string>>>{},
         opening ? "Registers the input part of a new call; returns the site its probes carry."
                 : "Registers the output part of the latest open call of `entry`; returns its site.");
   }

@@ -106,6 +106,28 @@ def _recordable(value: torch.Tensor) -> torch.Tensor | None:
     return None
 
 
+_Extras = tuple[tuple[str, str], ...]
+
+
+def _dtensor_fields(value: torch.Tensor) -> _Extras:
+    """A DTensor's record fields beyond the local shard's statistics:
+    ``placements`` as msprobe writes them (``[{"Shard": {"dim": 0}}]``,
+    ``{"Replicate": {}}``, ``{"Partial": {"reduce_op": "sum"}}``) and
+    ``global_shape``, the shape of the whole tensor. JSON text built by hand:
+    dynamo traces this without a graph break."""
+    parts = []
+    for p in value.placements:  # type: ignore[attr-defined]
+        if p.is_shard():
+            parts.append('{"Shard": {"dim": ' + str(int(p.dim)) + "}}")
+        elif p.is_replicate():
+            parts.append('{"Replicate": {}}')
+        elif p.is_partial():
+            op = str(p.reduce_op)
+            parts.append('{"Partial": {"reduce_op": "' + (op if op.isidentifier() else "unknown") + '"}}')
+    shape = "[" + ", ".join(str(int(d)) for d in value.shape) + "]"
+    return (("placements", "[" + ", ".join(parts) + "]"), ("global_shape", shape))
+
+
 def _tensor_type(value: torch.Tensor) -> str:
     """How a tensor without recordable values is described (its class and
     layout): a type other than ``torch.Tensor``, so that readers take it as a
@@ -115,7 +137,7 @@ def _tensor_type(value: torch.Tensor) -> str:
 
 def _walk(
     value: Any, place: _Place, depth: int, tensors: list[torch.Tensor], places: list[_Place], orders: list[int],
-    leaves: list[_Leaf],
+    leaves: list[_Leaf], extras: list[_Extras],
 ) -> None:
     order = len(orders) + len(leaves)  # argument order across tensors and leaves
     if isinstance(value, torch.Tensor):
@@ -124,6 +146,9 @@ def _walk(
         if shown is None:
             leaves.append((place, order, _tensor_type(value), None))
             return
+        if not plain and type(value).__name__ == "DTensor" and hasattr(value, "placements"):
+            extras.extend(() for _ in range(len(tensors) - len(extras)))
+            extras.append(_dtensor_fields(value))
         tensors.append(shown)
         places.append(place)
         orders.append(order)
@@ -131,10 +156,10 @@ def _walk(
         leaves.append((place, order, type(value).__name__, None))
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
-            _walk(item, place + (str(i),), depth + 1, tensors, places, orders, leaves)
+            _walk(item, place + (str(i),), depth + 1, tensors, places, orders, leaves, extras)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _walk(item, place + (safe_text(str(key)),), depth + 1, tensors, places, orders, leaves)
+            _walk(item, place + (safe_text(str(key)),), depth + 1, tensors, places, orders, leaves, extras)
     elif isinstance(value, str):
         leaves.append((place, order, type(value).__name__, safe_text(value)))
     elif isinstance(value, _VALUE_TYPES):
@@ -171,7 +196,7 @@ def _trace_program() -> int:
 @torch._dynamo.assume_constant_result
 def _register(
     opening: bool, entry: str, places: tuple[_Place, ...], orders: tuple[int, ...], requires_grad: tuple[bool, ...],
-    leaves: tuple[_Leaf, ...], mode: int, session: int,
+    leaves: tuple[_Leaf, ...], mode: int, session: int, extras: tuple[_Extras, ...] = (),
 ) -> int:
     """Registers one part of a call and returns its site. Executed (not
     traced) by dynamo, once per trace: its result is a constant of the graph.
@@ -181,7 +206,7 @@ def _register(
         program = _trace_program()
         shared_probes.install()
     register = _C.open_call if opening else _C.close_call
-    return int(register(entry, places, orders, requires_grad, leaves, mode, program))
+    return int(register(entry, places, orders, requires_grad, leaves, mode, program, extras))
 
 
 @torch._dynamo.assume_constant_result
@@ -200,16 +225,18 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
     places: list[_Place] = []
     orders: list[int] = []
     leaves: list[_Leaf] = []
+    extras: list[_Extras] = []  # per tensor, up to the last one that has any
     for part, value in parts:
         if isinstance(value, dict):
             for key, item in value.items():
-                _walk(item, (part, safe_text(str(key))), 1, tensors, places, orders, leaves)
+                _walk(item, (part, safe_text(str(key))), 1, tensors, places, orders, leaves, extras)
         else:
             for i, item in enumerate(value):
-                _walk(item, (part, str(i)), 1, tensors, places, orders, leaves)
+                _walk(item, (part, str(i)), 1, tensors, places, orders, leaves, extras)
     requires_grad = tuple(t.requires_grad for t in tensors)
     mode = _mode()
-    site = _register(opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode, _session)
+    site = _register(
+        opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode, _session, tuple(extras))
     if not tensors:
         # A part without tensors (ints in and out; a tensor deeper than
         # MAX_DEPTH) still needs a row to show that it ran: one empty marker
