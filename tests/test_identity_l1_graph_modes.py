@@ -11,6 +11,7 @@ of an unwired copy (``test_program_identity._references``).
 
 from __future__ import annotations
 
+import enum
 import glob
 import json
 import os
@@ -183,8 +184,14 @@ def test_graph_break_under_inductor_records_no_call_of_generated_code(level, tmp
 # -- item 3: dynamic=True ---------------------------------------------------------
 
 
+class Kind(enum.IntEnum):
+    """An int subclass: a constant, never symbolic, left as it is."""
+
+    TWO = 2
+
+
 class _Scale(nn.Module):
-    def forward(self, x: torch.Tensor, scale: float, n: int) -> tuple[torch.Tensor, int]:
+    def forward(self, x: torch.Tensor, scale: float, n: int, kind: Kind) -> tuple[torch.Tensor, int]:
         return x * scale, n
 
 
@@ -202,7 +209,7 @@ class Sized(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = self.fc(self.emb(ids)).softmax(-1)
-        h, n = self.scaled(h, self.scale, ids.shape[1])
+        h, n = self.scaled(h, self.scale, ids.shape[1], Kind.TWO)
         return h * n + h.mean(1, keepdim=True)
 
 
@@ -222,7 +229,8 @@ def test_dynamic_shapes_under_inductor_record_as_eager(level, tmp_path):
         assert compiled[step]["Tensor.__mul__.1.forward"]["input_args"][1] == {"type": "int", "value": n}
         if level == "mix":
             scaled = compiled[step]["Module.scaled._Scale.forward.0"]
-            assert scaled["input_args"][1:] == [{"type": "float", "value": 0.5}, {"type": "int", "value": n}]
+            assert scaled["input_args"][1:] == [{"type": "float", "value": 0.5}, {"type": "int", "value": n},
+                                                {"type": "Kind", "value": 2}]
             assert scaled["output"][1] == {"type": "int", "value": n}
 
 

@@ -19,6 +19,8 @@ from graphprobe.wiring.probe import MAX_DEPTH
 
 __all__ = ["concrete_numbers"]
 
+_NUMBERS = (bool, int, float)
+
 
 def concrete_numbers(value: Any, depth: int = 0) -> Any:
     """``value`` with its numbers as plain Python numbers; call it only
@@ -34,7 +36,9 @@ def concrete_numbers(value: Any, depth: int = 0) -> Any:
     """
     if isinstance(value, torch.Tensor) or depth >= MAX_DEPTH:
         return value
-    if isinstance(value, (bool, int, float)):
+    # By exact type: dynamo reports a symbolic number as a plain int or float,
+    # and guard_scalar asserts on subclasses (an IntEnum is constant anyway).
+    if type(value) in _NUMBERS:
         return guard_scalar(value)
     if isinstance(value, tuple):
         return tuple(concrete_numbers(item, depth + 1) for item in value)
