@@ -259,3 +259,27 @@ def test_dynamic_shapes_on_qwen2_record_as_eager_without_recompiling(tmp_path):
     compiled = _dump(model, "mix", "aot_eager", inputs, tmp_path / "c", counter=counter, dynamic=True)
     assert len(set(counter.after_steps)) == 1, f"recompiled for a new sequence length: {counter.after_steps}"
     _assert_same_as_eager(eager, compiled, refs, 1e-5, "aot_eager dynamic")
+
+
+class DataDependent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * (x > 0).sum().item()
+
+
+def test_data_dependent_number_is_recorded_by_type_and_never_fails_the_trace(tmp_path):
+    # With capture_scalar_outputs, .item() is an unbacked symbol: there is no
+    # value to guard on (guard_scalar would fail the whole trace).
+    torch.manual_seed(0)
+    model = DataDependent().eval()
+    inputs = [torch.randn(3, 4)]
+    eager = _dump(model, "mix", "eager", inputs, tmp_path / "e")
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        compiled = _dump(model, "mix", "aot_eager", inputs, tmp_path / "c")
+    expected = int((inputs[0] > 0).sum())
+    assert eager[0]["Tensor.__mul__.0.forward"]["input_args"][1] == {"type": "int", "value": expected}
+    assert compiled[0]["Tensor.__mul__.0.forward"]["input_args"][1] == {"type": "SymInt"}
+    assert [name for name, _ in _full_list(compiled[0])] == [name for name, _ in _full_list(eager[0])]
