@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "compare/entry_ranges.h"
@@ -113,19 +114,24 @@ std::string error_text(const RowError& e, int cls, double floor_scale) {
   if (floor == 0) return out + "any difference counts for " + e.floor->name + " values";
   const double z = *e.e[s] / floor;
   out += times(z) + " the " + std::string(e.floor->name) + (e.floor_assumed ? " (assumed)" : "") + " floor " +
-         short_number(floor);
+         short_number(floor) + (e.floor_from_upstream ? " (of the data upstream)" : "");
   return out;
 }
 
-// The largest z of a group of rows per class of statistic, and the first
-// row that gives it.
+// A group of rows (an entry's inputs, parameters or outputs), per class of
+// statistic: the largest e and z over all its rows, and the largest e over
+// the rows beyond noise (z > 1) with the first row giving it.
 struct Peak {
-  ClassZ z{0.0, 0.0};
-  std::array<size_t, 2> row{0, 0};
-  double any() const { return std::max(z[0], z[1]); }
-  void add(const ClassZ& rz, size_t i) {
-    for (int c = 0; c < 2; ++c)
-      if (rz[c] > z[c]) z[c] = rz[c], row[c] = i;
+  ClassZ e{0.0, 0.0}, z{0.0, 0.0}, e_beyond{0.0, 0.0};
+  std::array<size_t, 2> row{0, 0};  // of e_beyond
+  std::array<bool, 2> beyond{false, false};
+  double any_z() const { return std::max(z[0], z[1]); }
+  void add(const ClassZ& re, const ClassZ& rz, size_t i) {
+    for (int c = 0; c < 2; ++c) {
+      e[c] = std::max(e[c], re[c]);
+      z[c] = std::max(z[c], rz[c]);
+      if (rz[c] > 1 && (!beyond[c] || re[c] > e_beyond[c])) e_beyond[c] = re[c], row[c] = i, beyond[c] = true;
+    }
   }
 };
 
@@ -137,18 +143,10 @@ std::string entry_list(const Dump& target, const std::vector<uint32_t>& entries)
   return out;
 }
 
-bool exceeds(double z, double ratio, double reference) {
-  if (!(z > 1)) return false;
+// Error e (of a row beyond noise) is beyond R x reference.
+bool exceeds(double e, double ratio, double reference) {
   if (ratio == 0 || reference == 0) return true;
-  return z > ratio * reference;  // inf against inf: not beyond
-}
-
-double row_max_e(const RowError& e) {
-  if (!e.hard.empty()) return kInf;
-  double m = 0;
-  for (const auto& v : e.e)
-    if (v) m = std::max(m, *v);
-  return m;
+  return e > ratio * reference;  // inf against inf: not beyond
 }
 
 }  // namespace
@@ -176,10 +174,17 @@ std::string short_number(double v) {
   return mant + "e" + sign + exp;
 }
 
-RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_scale) {
+RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_scale, const NoiseFloor* at_least) {
   RowError r;
   const bool tensors = t.is_tensor && b.is_tensor;
   r.floor = &noise_floor_for(b.dtype, tensors, &r.floor_assumed);
+  // Data is no more precise than the data it was computed from (integer and
+  // bool tensors stay exact: see find_first_divergence).
+  if (tensors && at_least && r.floor->aggregate > 0 && at_least->aggregate > r.floor->aggregate) {
+    r.floor = at_least;
+    r.floor_assumed = false;
+    r.floor_from_upstream = true;
+  }
   if (t.is_tensor != b.is_tensor) {
     r.hard = std::string("the ") + (t.is_tensor ? "target" : "bench") + " has a tensor, the other side a value";
   } else if (!tensors) {
@@ -193,6 +198,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
       r.e[kMean] = e;
       r.z = e / (r.floor->aggregate * floor_scale);
       r.z_class = {r.z, r.z};
+      r.e_class = {e, e};
       r.worst_stat = r.z > 0 ? kMax : -1;
       return r;
     }
@@ -209,6 +215,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   if (!tensors) {
     r.z = r.hard.empty() ? 0 : kInf;
     r.z_class = {r.z, r.z};
+    r.e_class = {r.z, r.z};
     return r;
   }
   // RMS of the bench tensor: the scale against which a Max, Min or Mean
@@ -226,6 +233,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
     const double floor = (is_extreme(s) ? r.floor->extreme : r.floor->aggregate) * floor_scale;
     const double z = floor > 0 ? e / floor : (e > 0 ? kInf : 0);
     r.z_class[stat_class(s)] = std::max(r.z_class[stat_class(s)], z);
+    r.e_class[stat_class(s)] = std::max(r.e_class[stat_class(s)], e);
     if (z > r.z) {
       r.z = z;
       r.worst_stat = s;
@@ -234,9 +242,45 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   if (!r.hard.empty()) {
     r.z = kInf;
     r.z_class = {kInf, kInf};
+    r.e_class = {kInf, kInf};
     r.worst_stat = -1;
   }
   return r;
+}
+
+namespace {
+
+// The coarser of two floors (either may be null).
+const NoiseFloor* coarser(const NoiseFloor* a, const NoiseFloor* b) {
+  if (!a) return b;
+  if (!b) return a;
+  return b->aggregate > a->aggregate ? b : a;
+}
+
+// Folds the floating floors of the matched tensor rows of [begin, end) with
+// the given role (inputs: not parameters) into *floor.
+void fold_floors(const CompareResult& result, size_t begin, size_t end, Role role, const NoiseFloor** floor) {
+  for (size_t i = begin; i < end; ++i) {
+    const CompareRow& r = result.rows[i];
+    if (r.match != MatchKind::kMatched) continue;
+    const TensorRecord& t = result.target.rows[static_cast<size_t>(r.target)];
+    const TensorRecord& b = result.bench.rows[static_cast<size_t>(r.bench)];
+    if (t.role != role || !t.is_tensor || !b.is_tensor || is_parameter(t, result.target.entries)) continue;
+    const NoiseFloor* f = &noise_floor_for(b.dtype, true);
+    if (f->aggregate > 0) *floor = coarser(*floor, f);
+  }
+}
+
+}  // namespace
+
+RowError row_error_of(const CompareResult& result, size_t index) {
+  const CompareRow& row = result.rows.at(index);
+  if (row.match != MatchKind::kMatched) throw std::invalid_argument("row_error_of: row is not matched");
+  const TensorRecord& t = result.target.rows[static_cast<size_t>(row.target)];
+  const NoiseFloor* at_least = nullptr;
+  if (!is_parameter(t, result.target.entries) && t.entry < result.data_floors.size())
+    at_least = result.data_floors[t.entry];
+  return row_error(t, result.bench.rows[static_cast<size_t>(row.bench)], result.floor_scale, at_least);
 }
 
 void find_first_divergence(CompareResult& result, const Thresholds& th) {
@@ -251,35 +295,51 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   result.floor_scale = scale;
   for (CompareRow& r : rows) r.first_divergence = false;
 
-  // Pass 1: every matched row's z (kept on the row), its z per class of
-  // statistic and largest e (here only), the floors in use, the parameter
-  // rows of the whole pair.
+  // Pass 1, per entry: every matched row's error (z kept on the row; z and
+  // e per class of statistic kept here), the floors in use, the parameter
+  // rows of the whole pair. Data (inputs and outputs, not parameters) is
+  // measured against the coarsest floating floor of the data so far, its
+  // entry's inputs included: a compiler may keep in float32 an intermediate
+  // that eager rounds to bfloat16, and every float32 value computed from it
+  // then differs from eager's at bfloat16's rounding, although the recorded
+  // bfloat16 inputs agree exactly.
   const auto& table = noise_floor_table();
+  const NoiseFloor* exact = &table.back();
   std::vector<bool> used(table.size(), false);
-  std::vector<double> max_e(rows.size(), 0.0);
-  std::vector<ClassZ> zc(rows.size(), ClassZ{0.0, 0.0});
+  std::vector<ClassZ> ec(rows.size(), ClassZ{0.0, 0.0}), zc(rows.size(), ClassZ{0.0, 0.0});
   // Integer and bool tensors (exact floor) whose dtype and shape agree: an
   // argmax or a mask (x > 0) computed from floating inputs flips with their
   // rounding, so such an output cannot be weighed against its inputs' noise.
   std::vector<bool> discrete(rows.size(), false);
-  const NoiseFloor* exact = &table.back();
   int64_t params = 0, params_differing = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    CompareRow& row = rows[i];
-    row.z = std::nullopt;
-    if (row.match != MatchKind::kMatched) continue;
-    const TensorRecord& t = target.rows[static_cast<size_t>(row.target)];
-    const RowError e = row_error(t, bench.rows[static_cast<size_t>(row.bench)], scale);
-    row.z = e.z;
-    zc[i] = e.z_class;
-    max_e[i] = row_max_e(e);
-    discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
-    used[static_cast<size_t>(e.floor - table.data())] = true;
-    if (is_parameter(t, target.entries)) {
-      ++params;
-      if (e.z > 1) ++params_differing;
+  const auto ranges = entry_ranges(target, rows);
+  result.data_floors.assign(target.entries.size(), nullptr);
+  const NoiseFloor* data_floor = nullptr;
+  for (const auto& [begin, end] : ranges) {
+    fold_floors(result, begin, end, Role::kInput, &data_floor);
+    const NoiseFloor* at_least = data_floor;
+    result.data_floors[target.rows[static_cast<size_t>(rows[begin].target)].entry] = at_least;
+    fold_floors(result, begin, end, Role::kOutput, &data_floor);
+    for (size_t i = begin; i < end; ++i) {
+      CompareRow& row = rows[i];
+      row.z = std::nullopt;
+      if (row.match != MatchKind::kMatched) continue;
+      const TensorRecord& t = target.rows[static_cast<size_t>(row.target)];
+      const RowError e = row_error(t, bench.rows[static_cast<size_t>(row.bench)], scale,
+                                   is_parameter(t, target.entries) ? nullptr : at_least);
+      row.z = e.z;
+      zc[i] = e.z_class;
+      ec[i] = e.e_class;
+      discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
+      used[static_cast<size_t>(e.floor - table.data())] = true;
+      if (is_parameter(t, target.entries)) {
+        ++params;
+        if (e.z > 1) ++params_differing;
+      }
     }
   }
+  for (CompareRow& row : rows)
+    if (row.target < 0) row.z = std::nullopt;
   for (size_t k = 0; k < table.size(); ++k)
     if (used[k]) {
       NoiseFloor f = table[k];
@@ -288,55 +348,65 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       result.floors_used.push_back(f);
     }
 
-  // Pass 2: the entries in dump order. Errors are weighed against what
-  // explains them within one class of statistic (docs/formats.md: a bfloat16
-  // Max one ulp off upstream must not hide a Norm 1 % off here).
+  // Pass 2: the entries in dump order. A row must be beyond noise (z > 1,
+  // its own floor), and its relative error e beyond R x what explains it,
+  // compared within one class of statistic (docs/formats.md: a bfloat16 Max
+  // one ulp off upstream must not hide a Norm 1 % off here) and in e, which
+  // means the same in every dtype (an input's noise in bfloat16 explains a
+  // float32 output computed from it).
   NoiseSeen seen;
-  Peak upstream;  // U, per class
+  ClassZ upstream{0.0, 0.0};  // U: the largest e per class of the earlier entries
   std::optional<uint32_t> last_matched;
   std::vector<uint32_t> unmatched_since;
-  for (const auto& [begin, end] : entry_ranges(target, rows)) {
+  auto max2 = [](const ClassZ& a) { return std::max(a[0], a[1]); };
+  for (const auto& [begin, end] : ranges) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
-    double e_entry = 0;
     int64_t matched = 0;
+    size_t par_row = begin;
+    double par_z = 0;
     for (size_t i = begin; i < end; ++i) {
       const CompareRow& r = rows[i];
       if (r.match != MatchKind::kMatched) continue;
       ++matched;
-      e_entry = std::max(e_entry, max_e[i]);
       const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
-      if (t.role == Role::kOutput) (discrete[i] ? out_discrete : out).add(zc[i], i);
-      else if (is_parameter(t, target.entries)) par.add(zc[i], i);
-      else in.add(zc[i], i);
+      if (t.role == Role::kOutput) {
+        (discrete[i] ? out_discrete : out).add(ec[i], zc[i], i);
+      } else if (is_parameter(t, target.entries)) {
+        par.add(ec[i], zc[i], i);
+        if (*r.z > par_z) par_z = *r.z, par_row = i;
+      } else {
+        in.add(ec[i], zc[i], i);
+      }
     }
-    // Integer/bool outputs count only when the inputs and parameters agree
-    // exactly (then any difference is the entry's own); otherwise they are
-    // explained by the inputs' rounding, and only add to what is upstream.
-    const bool inputs_exact = in.any() == 0 && par.any() == 0;
-    if (inputs_exact)
-      for (int c = 0; c < 2; ++c) out.add({c == 0 ? out_discrete.z[0] : 0.0, c == 1 ? out_discrete.z[1] : 0.0},
-                                          out_discrete.row[c]);
     if (matched == 0) {
       unmatched_since.push_back(entry);
       continue;
     }
+    // Integer/bool outputs count only when the inputs and parameters agree
+    // exactly (then any difference is the entry's own); otherwise they are
+    // explained by the inputs' rounding, and only add to what is upstream.
+    if (in.any_z() == 0 && par.any_z() == 0)
+      for (size_t i = begin; i < end; ++i)
+        if (discrete[i] && rows[i].z) out.add(ec[i], zc[i], i);
     uint8_t kinds = 0;
-    int par_class = par.z[kExtremeClass] > par.z[kAggregateClass] ? kExtremeClass : kAggregateClass;
-    if (par.any() > 1) kinds |= kParameterCause;
+    if (par_z > 1) kinds |= kParameterCause;
     int out_class = -1, in_class = -1;
     for (int c : {kAggregateClass, kExtremeClass}) {
-      if (exceeds(out.z[c], ratio, std::max(in.z[c], par.z[c])) && (out_class < 0 || out.z[c] > out.z[out_class]))
+      if (out.beyond[c] && exceeds(out.e_beyond[c], ratio, std::max(in.e[c], par.e[c])) &&
+          (out_class < 0 || out.e_beyond[c] > out.e_beyond[out_class]))
         out_class = c;
-      if (exceeds(in.z[c], ratio, upstream.z[c]) && (in_class < 0 || in.z[c] > in.z[in_class])) in_class = c;
+      if (in.beyond[c] && exceeds(in.e_beyond[c], ratio, upstream[c]) &&
+          (in_class < 0 || in.e_beyond[c] > in.e_beyond[in_class]))
+        in_class = c;
     }
     if (out_class >= 0) kinds |= kOutputCause;
     if (in_class >= 0) kinds |= kUnrecordedInput;
     if (kinds == 0) {
       for (int c : {kAggregateClass, kExtremeClass})
-        upstream.z[c] = std::max({upstream.z[c], in.z[c], par.z[c], out.z[c], out_discrete.z[c]});
-      seen.max_z = std::max(seen.max_z, upstream.any());
-      seen.max_e = std::max(seen.max_e, e_entry);
+        upstream[c] = std::max({upstream[c], in.e[c], par.e[c], out.e[c], out_discrete.e[c]});
+      seen.max_e = std::max(seen.max_e, max2(upstream));
+      seen.max_z = std::max({seen.max_z, in.any_z(), par.any_z(), out.any_z(), out_discrete.any_z()});
       seen.rows += matched;
       last_matched = entry;
       unmatched_since.clear();
@@ -345,29 +415,27 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     Divergence d;
     d.entry = entry;
     d.kinds = kinds;
-    const int cls = (kinds & kParameterCause) ? par_class : (kinds & kOutputCause) ? out_class : in_class;
-    d.row = (kinds & kParameterCause) ? par.row[cls] : (kinds & kOutputCause) ? out.row[cls] : in.row[cls];
-    d.z_inputs = in.any();
-    d.z_parameters = par.any();
-    d.z_outputs = out.any();
+    const int cls = (kinds & kParameterCause) ? -1 : (kinds & kOutputCause) ? out_class : in_class;
+    d.row = (kinds & kParameterCause) ? par_row : (kinds & kOutputCause) ? out.row[cls] : in.row[cls];
+    d.z_inputs = in.any_z();
+    d.z_parameters = par.any_z();
+    d.z_outputs = std::max(out.any_z(), out_discrete.any_z());
     d.parameter_rows = params;
     d.parameter_rows_differing = params_differing;
     // "Throughout": at least half of them, and more than one (a model with a
     // single parameter row says nothing about drift).
     d.parameters_throughout = (kinds & kParameterCause) && params_differing >= 2 && params_differing * 2 >= params;
     const auto& cols = target.entries;
-    auto error_of = [&](size_t i) {
-      return row_error(target.rows[static_cast<size_t>(rows[i].target)], bench.rows[static_cast<size_t>(rows[i].bench)],
-                       scale);
-    };
     auto label = [&](size_t i) { return row_label(target.rows[static_cast<size_t>(rows[i].target)], cols); };
-    d.error = error_of(d.row);
+    d.error = row_error_of(result, d.row);
     // The statistic shown is the worst of the class that decided.
-    if (d.error.hard.empty()) d.error.worst_stat = worst_in_class(d.error, cls, scale);
+    if (d.error.hard.empty() && cls >= 0) d.error.worst_stat = worst_in_class(d.error, cls, scale);
     std::string msg;
     auto add = [&msg](const std::string& part) { msg += (msg.empty() ? "" : "; ") + part; };
     if (kinds & kParameterCause) {
-      std::string m = label(par.row[par_class]) + " differs: " + error_text(error_of(par.row[par_class]), par_class, scale) +
+      const RowError pe = row_error_of(result, par_row);
+      std::string m = label(par_row) + " differs: " +
+                      error_text(pe, pe.worst_stat >= 0 ? stat_class(pe.worst_stat) : kAggregateClass, scale) +
                       "; nothing recorded produced it";
       if (d.parameters_throughout)
         m += "; the parameters differ throughout (" + std::to_string(params_differing) + " of " +
@@ -377,24 +445,25 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       add(m);
     }
     if (kinds & kOutputCause) {
-      const double explained = std::max(in.z[out_class], par.z[out_class]), z = out.z[out_class];
-      std::string m = label(out.row[out_class]) + ": " + error_text(error_of(out.row[out_class]), out_class, scale) + ", ";
-      if (in.any() == 0 && par.any() == 0) m += "while its inputs agree exactly";
+      const double explained = std::max(in.e[out_class], par.e[out_class]), e = out.e_beyond[out_class];
+      std::string m = label(out.row[out_class]) + ": " +
+                      error_text(row_error_of(result, out.row[out_class]), out_class, scale) + ", ";
+      if (in.any_z() == 0 && par.any_z() == 0) m += "while its inputs agree exactly";
       else if (explained == 0)
         m += out_class == kAggregateClass ? "while its inputs' Means and Norms agree exactly"
                                           : "while its inputs' Max and Min agree exactly";
-      else m += std::isinf(z) ? "beyond its inputs'" : times(z / explained) + " its inputs'";
+      else m += std::isinf(e) ? "beyond its inputs'" : times(e / explained) + " its inputs'";
       add(m);
     }
     if (kinds & kUnrecordedInput) {
       d.last_agreeing = last_matched;
       d.unmatched_between = unmatched_since;
-      const double z = in.z[in_class], before = upstream.z[in_class];
-      std::string m = label(in.row[in_class]) + ": " + error_text(error_of(in.row[in_class]), in_class, scale);
+      const double e = in.e_beyond[in_class], before = upstream[in_class];
+      std::string m = label(in.row[in_class]) + ": " + error_text(row_error_of(result, in.row[in_class]), in_class, scale);
       if (!last_matched && unmatched_since.empty()) {
         m += ": the model's inputs already differ";
       } else {
-        if (before > 0 && std::isfinite(z)) m += ", " + times(z / before) + " anything recorded before it";
+        if (before > 0 && std::isfinite(e)) m += ", " + times(e / before) + " anything recorded before it";
         m += ": the error came from code that is not recorded";
         if (last_matched) m += " between " + cols[*last_matched] + " (the last agreeing record) and this call";
         else m += " before this call";
@@ -411,12 +480,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     break;
   }
   if (!result.divergence) {
-    // The noise over every matched row (an entry's z can stay explained).
+    // The noise over every matched row (an entry's error can stay explained).
     seen = {};
     for (size_t i = 0; i < rows.size(); ++i) {
       if (!rows[i].z) continue;
       seen.max_z = std::max(seen.max_z, *rows[i].z);
-      seen.max_e = std::max(seen.max_e, max_e[i]);
+      seen.max_e = std::max(seen.max_e, max2(ec[i]));
       ++seen.rows;
     }
   }

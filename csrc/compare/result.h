@@ -136,9 +136,11 @@ struct RowError {
   StatArray e;
   double z = 0;         // max over statistics of e / floor; inf for a hard difference
   ClassZ z_class{0.0, 0.0};  // the same max within each StatClass
+  ClassZ e_class{0.0, 0.0};  // the largest e within each StatClass (inf for a hard difference)
   int worst_stat = -1;  // the statistic giving z; -1 when z is 0 or hard
   const NoiseFloor* floor = nullptr;  // the bench dtype's row of the table
   bool floor_assumed = false;         // a floating dtype the table does not name
+  bool floor_from_upstream = false;   // measured against the coarser floor of the data upstream
   std::string hard;                   // why z is inf whatever the statistics ("dtype differs: ...")
 };
 
@@ -200,6 +202,9 @@ struct CompareResult {
   // table order, already multiplied by floor_scale.
   std::vector<NoiseFloor> floors_used;
   double floor_scale = 1.0;
+  // Per target entry: the coarsest floating floor of the data up to its
+  // inputs (first_divergence.h); null before any floating data.
+  std::vector<const NoiseFloor*> data_floors;
   // Rows per Result; the kUnmatched slot counts every row without a partner
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};

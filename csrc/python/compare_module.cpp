@@ -92,6 +92,7 @@ py::dict row_error_dict(const gc::RowError& e, double floor_scale) {
   d["worst_stat"] = e.worst_stat >= 0 ? py::object(py::str(kStatNames[e.worst_stat])) : py::object(py::none());
   d["floor_name"] = e.floor ? e.floor->name : "";
   d["floor_assumed"] = e.floor_assumed;
+  d["floor_from_upstream"] = e.floor_from_upstream;
   d["floor_aggregate"] = e.floor ? e.floor->aggregate * floor_scale : 0.0;
   d["floor_extreme"] = e.floor ? e.floor->extreme * floor_scale : 0.0;
   std::optional<double> used;
@@ -187,13 +188,13 @@ PYBIND11_MODULE(_compare, m) {
                              "inf: a hard difference); None otherwise.")
       .def_property_readonly("error",
                              [](const RowView& v) -> py::object {
-                               if (!v.target() || !v.bench()) return py::none();
-                               return row_error_dict(gc::row_error(*v.target(), *v.bench(), v.result->floor_scale),
-                                                     v.result->floor_scale);
+                               if (v.row().match != gc::MatchKind::kMatched) return py::none();
+                               return row_error_dict(gc::row_error_of(*v.result, v.index), v.result->floor_scale);
                              },
                              "Matched rows: the first-divergence error as a dict (errors per statistic (Max, Min, "
-                             "Mean, Norm), z, worst_stat, floor_name, floor, floor_aggregate, floor_extreme, hard); "
-                             "None otherwise.")
+                             "Mean, Norm), z, worst_stat, floor_name, floor, floor_aggregate, floor_extreme, "
+                             "floor_from_upstream (measured against the coarser floor of the data upstream), hard); None "
+                             "otherwise.")
       .def_property_readonly("target_dtype", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.dtype; }); })
       .def_property_readonly("bench_dtype", [](const RowView& v) { return side(v.bench(), [](auto& r) { return r.dtype; }); })
       .def_property_readonly("target_shape", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.shape; }); })
