@@ -268,10 +268,10 @@ def test_ratio_rule_exactly_on_the_threshold_passes(tmp_path: Path, capsys) -> N
         t = write_dump(tmp_path / "t.json", {E: entry([tensor(12.5)], [tensor(out_norm)])})
         b = write_dump(tmp_path / "b.json", {E: entry([tensor(10.0)], [tensor(10.0)])})
         out = tmp_path / f"o{verdict}"
-        # --floor-scale 1e4 (floor 100 %): the inputs' 25 % is not a first
-        # divergence of its own, so that only msprobe's rule decides the exit.
+        # --floor-scale 1e5 (floor 1000 %): nothing here is a first divergence
+        # of graphprobe's, so that only msprobe's rule decides the exit.
         got, _, err = cli(capsys, "compare", str(t), str(b), "-o", str(out), "--no-report", "--fail-on", "warning",
-                          "--floor-scale", "1e4")
+                          "--floor-scale", "1e5")
         assert got == code, err
         (csv_path,) = out.glob("compare_result_*.csv")
         rows = {r["NPU Name"]: r for r in read_csv(csv_path)}

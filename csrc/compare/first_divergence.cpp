@@ -143,10 +143,12 @@ std::string entry_list(const Dump& target, const std::vector<uint32_t>& entries)
   return out;
 }
 
-// Error e (of a row beyond noise) is beyond R x reference.
-bool exceeds(double e, double ratio, double reference) {
-  if (ratio == 0 || reference == 0) return true;
-  return e > ratio * reference;  // inf against inf: not beyond
+// Error e of a row whose floor is f is beyond what `reference` explains:
+// more than R x reference (what the inputs carry, propagated) plus f (the
+// rounding the entry itself may add). With reference 0 this is z > 1.
+bool exceeds(double e, double ratio, double reference, double f) {
+  const double explained = (ratio == 0 || reference == 0) ? 0.0 : ratio * reference;
+  return e > explained + f;  // inf against inf: not beyond
 }
 
 }  // namespace
@@ -287,7 +289,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   const Dump& target = result.target;
   const Dump& bench = result.bench;
   auto& rows = result.rows;
-  const double scale = th.floor_scale, ratio = th.divergence_ratio;
+  const double scale = th.floor_scale;
   result.first_divergence.reset();
   result.divergence.reset();
   result.noise = {};
@@ -311,6 +313,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // argmax or a mask (x > 0) computed from floating inputs flips with their
   // rounding, so such an output cannot be weighed against its inputs' noise.
   std::vector<bool> discrete(rows.size(), false);
+  std::vector<ClassZ> fl(rows.size(), ClassZ{0.0, 0.0});  // each row's floors (x scale)
   int64_t params = 0, params_differing = 0;
   const auto ranges = entry_ranges(target, rows);
   result.data_floors.assign(target.entries.size(), nullptr);
@@ -331,6 +334,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       zc[i] = e.z_class;
       ec[i] = e.e_class;
       discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
+      fl[i] = {e.floor->aggregate * scale, e.floor->extreme * scale};
       used[static_cast<size_t>(e.floor - table.data())] = true;
       if (is_parameter(t, target.entries)) {
         ++params;
@@ -348,14 +352,15 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       result.floors_used.push_back(f);
     }
 
-  // Pass 2: the entries in dump order. A row must be beyond noise (z > 1,
-  // its own floor), and its relative error e beyond R x what explains it,
+  // Pass 2: the entries in dump order. A row's relative error e must be
+  // beyond R x what explains it plus its own floor (so beyond noise, z > 1),
   // compared within one class of statistic (docs/formats.md: a bfloat16 Max
   // one ulp off upstream must not hide a Norm 1 % off here) and in e, which
   // means the same in every dtype (an input's noise in bfloat16 explains a
   // float32 output computed from it).
   NoiseSeen seen;
   ClassZ upstream{0.0, 0.0};  // U: the largest e per class of the earlier entries
+  const double ratio = th.divergence_ratio;
   std::optional<uint32_t> last_matched;
   std::vector<uint32_t> unmatched_since;
   auto max2 = [](const ClassZ& a) { return std::max(a[0], a[1]); };
@@ -392,13 +397,23 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     uint8_t kinds = 0;
     if (par_z > 1) kinds |= kParameterCause;
     int out_class = -1, in_class = -1;
+    const bool inputs_exact = in.any_z() == 0 && par.any_z() == 0;
+    double best_out = -1, best_in = -1, in_reference = 0;
     for (int c : {kAggregateClass, kExtremeClass}) {
-      if (out.beyond[c] && exceeds(out.e_beyond[c], ratio, std::max(in.e[c], par.e[c])) &&
-          (out_class < 0 || out.e_beyond[c] > out.e_beyond[out_class]))
-        out_class = c;
-      if (in.beyond[c] && exceeds(in.e_beyond[c], ratio, upstream[c]) &&
-          (in_class < 0 || in.e_beyond[c] > in.e_beyond[in_class]))
-        in_class = c;
+      const double ref_out = std::max(in.e[c], par.e[c]);
+      for (size_t i = begin; i < end; ++i) {
+        if (!rows[i].z || zc[i][c] <= 1) continue;
+        const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+        if (t.role == Role::kOutput) {
+          if (discrete[i] && !inputs_exact) continue;
+          if (exceeds(ec[i][c], ratio, ref_out, fl[i][c]) && ec[i][c] > best_out)
+            best_out = ec[i][c], out_class = c, out.row[c] = i;
+        } else if (!is_parameter(t, target.entries)) {
+          const double ref_in = upstream[c];
+          if (exceeds(ec[i][c], ratio, ref_in, fl[i][c]) && ec[i][c] > best_in)
+            best_in = ec[i][c], in_class = c, in.row[c] = i, in_reference = ref_in;
+        }
+      }
     }
     if (out_class >= 0) kinds |= kOutputCause;
     if (in_class >= 0) kinds |= kUnrecordedInput;
@@ -445,7 +460,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       add(m);
     }
     if (kinds & kOutputCause) {
-      const double explained = std::max(in.e[out_class], par.e[out_class]), e = out.e_beyond[out_class];
+      const double explained = std::max(in.e[out_class], par.e[out_class]), e = best_out;
       std::string m = label(out.row[out_class]) + ": " +
                       error_text(row_error_of(result, out.row[out_class]), out_class, scale) + ", ";
       if (in.any_z() == 0 && par.any_z() == 0) m += "while its inputs agree exactly";
@@ -458,7 +473,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     if (kinds & kUnrecordedInput) {
       d.last_agreeing = last_matched;
       d.unmatched_between = unmatched_since;
-      const double e = in.e_beyond[in_class], before = upstream[in_class];
+      const double e = best_in, before = in_reference;
       std::string m = label(in.row[in_class]) + ": " + error_text(row_error_of(result, in.row[in_class]), in_class, scale);
       if (!last_matched && unmatched_since.empty()) {
         m += ": the model's inputs already differ";

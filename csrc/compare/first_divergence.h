@@ -17,12 +17,12 @@
 //    one where any of these holds is the first divergence:
 //    (a) a parameter row has z > 1 (a differing parameter is a cause:
 //        nothing upstream produced it);
-//    (b) an output row has z > 1 and its e > R x the largest e of the
-//        entry's inputs and parameters;
-//    (c) an input row has z > 1 and its e > R x U, U the largest e over
-//        every matched row of the earlier entries: the error came from code
-//        that is not recorded (or not matched) between the last agreeing
-//        record and this entry.
+//    (b) an output row has e > R x the largest e of the entry's inputs and
+//        parameters + its floor (so z > 1);
+//    (c) an input row has e > R x U + its floor, U the largest e over every
+//        matched row of the earlier entries: the error came from code that
+//        is not recorded (or not matched) between the last agreeing record
+//        and this entry.
 //    e and z are compared within one class of statistic; the floor of an
 //    input or output is at least the coarsest floating floor of the data
 //    so far, the entry's inputs included (float32 values computed from

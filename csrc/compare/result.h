@@ -40,7 +40,7 @@ struct Thresholds {
   double thousandth_output_max = 0.1;  // ... and an output's < this
   // graphprobe's first divergence (first_divergence.h), not msprobe's:
   double floor_scale = 1.0;        // multiplies every noise floor (noisier hardware: TF32, HF32)
-  double divergence_ratio = 10.0;  // R: an output (or an input) beyond R x what explains it
+  double divergence_ratio = 4.0;   // R: an output (or an input) beyond R x what explains it + its floor
 };
 
 // How two tensor dumps are laid out and judged (csv_writer.h, docs/formats.md).
@@ -147,8 +147,8 @@ struct RowError {
 // Bits of Divergence::kinds: why an entry is the first divergence.
 enum DivergenceKind : uint8_t {
   kParameterCause = 1,    // a parameter differs beyond noise: nothing upstream produced it
-  kOutputCause = 2,       // an output beyond noise and beyond R x its inputs' and parameters'
-  kUnrecordedInput = 4,   // an input beyond noise and R x everything recorded before it
+  kOutputCause = 2,       // an output beyond R x its inputs' and parameters' error + its floor
+  kUnrecordedInput = 4,   // an input beyond R x everything recorded before it + its floor
 };
 
 struct Divergence {

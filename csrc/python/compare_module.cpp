@@ -146,7 +146,7 @@ PYBIND11_MODULE(_compare, m) {
            py::arg("noise_pct") = 0.001, py::arg("cosine_input_min") = 0.9, py::arg("cosine_drop") = 0.1,
            py::arg("thousandth_input_min") = 0.9, py::arg("thousandth_output_max") = 0.1,
            py::arg("graphprobe_verdicts") = false, py::arg("tensor_layout") = "msprobe",
-           py::arg("floor_scale") = 1.0, py::arg("divergence_ratio") = 10.0)
+           py::arg("floor_scale") = 1.0, py::arg("divergence_ratio") = 4.0)
       .def_readwrite("fuzzy", &gc::CompareOptions::fuzzy)
       .def_property_readonly("tensor_layout", [](const gc::CompareOptions& o) { return layout_name(o.tensor_layout); },
                              "Tensor dumps: 'msprobe' (its real-data CSV and rules) or 'graphprobe' (the statistics "

@@ -560,12 +560,19 @@ void divergence_from_unrecorded_code() {
   // The first entry's inputs differ: the model's inputs.
   r = run(doc(entry("A.forward.0", y, y)), doc(entry("A.forward.0", x, x)));
   CHECK(r.divergence && r.divergence->message.find("the model's inputs already differ") != std::string::npos);
-  // Upstream noise explains a small input error: R x U (U = 0.5 here, z 5 <= 10 x 0.5).
-  const std::string n = rec(1.00005, -1, 0, 2), m = rec(1.0005, -1, 0, 2);
+  // Upstream noise explains a small input error: e <= R x U + floor, here
+  // U = 5e-5 (A's output Max), R = 4, floor 1e-4: up to 3e-4. C's input Max
+  // 2.5e-4 off (z 2.5) is explained; 5e-4 off is not.
+  const std::string n = rec(1.00005, -1, 0, 2), m = rec(1.00025, -1, 0, 2), m2 = rec(1.0005, -1, 0, 2);
   r = run(doc(entry("A.forward.0", x, n) + "," + entry("C.forward.0", m, m)),
           doc(entry("A.forward.0", x, x) + "," + entry("C.forward.0", x, x)));
   CHECK(!r.first_divergence);
-  CHECK_NEAR(r.noise.max_z, 5.0, 1e-6);
+  CHECK_NEAR(r.noise.max_z, 2.5, 1e-6);
+  r = run(doc(entry("A.forward.0", x, n) + "," + entry("C.forward.0", m2, m2)),
+          doc(entry("A.forward.0", x, x) + "," + entry("C.forward.0", x, x)));
+  CHECK(r.first_divergence && *r.first_divergence == 1u);
+  CHECK(r.divergence && r.divergence->kinds == gc::kUnrecordedInput);
+  CHECK(r.divergence && r.divergence->message.find(", 10x anything recorded before it") != std::string::npos);
 }
 
 void parameter_names_and_drift() {

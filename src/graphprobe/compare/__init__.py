@@ -171,7 +171,7 @@ def compare_pair(
     graphprobe_verdicts: bool = False,
     tensor_layout: str = "msprobe",
     floor_scale: float = 1.0,
-    divergence_ratio: float = 10.0,
+    divergence_ratio: float = 4.0,
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
@@ -243,7 +243,7 @@ def compare(
     graphprobe_verdicts: bool = False,
     tensor_layout: str = "msprobe",
     floor_scale: float = 1.0,
-    divergence_ratio: float = 10.0,
+    divergence_ratio: float = 4.0,
 ) -> CompareRun:
     """Compares TARGET (the run under test) against BENCH (the reference).
 
@@ -268,9 +268,10 @@ def compare(
         floor_scale: multiplies every noise floor of the first-divergence
             rule (default 1; e.g. 10 for hardware that computes float32
             matmuls in TF32/HF32).
-        divergence_ratio: R of the first-divergence rule: an output must be
-            beyond R times its inputs' and parameters' error, an input beyond
-            R times everything recorded before it (default 10).
+        divergence_ratio: R of the first-divergence rule: an output's
+            relative error must exceed R times its inputs' and parameters'
+            plus its noise floor, an input's R times everything recorded
+            before it plus its floor (default 4).
 
     Raises:
         PairingError: TARGET/BENCH are not dumps or cannot be paired.

@@ -74,9 +74,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--floor-scale", type=_positive, default=1.0, metavar="X",
                    help="first divergence: multiply every noise floor by X, for hardware noisier than the defaults "
                         "assume (TF32, HF32; the floors are in docs/formats.md) (default: %(default)s)")
-    p.add_argument("--divergence-ratio", type=_pct, default=10.0, metavar="R",
-                   help="first divergence: an output must differ R times more than its inputs and parameters, an "
-                        "input R times more than everything recorded before it (default: %(default)s)")
+    p.add_argument("--divergence-ratio", type=_pct, default=4.0, metavar="R",
+                   help="first divergence: an output's relative error must exceed R times its inputs' and "
+                        "parameters' plus its noise floor, an input's R times everything recorded before it plus "
+                        "its floor (default: %(default)s)")
     p.add_argument("--graphprobe-verdicts", action="store_true",
                    help="let graphprobe's additions decide Result: rows without a partner are 'unmatched' and "
                         "--noise-pct applies (default: Result is msprobe's verdict)")

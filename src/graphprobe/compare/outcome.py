@@ -66,10 +66,11 @@ class Divergence:
     """Why an entry is the first divergence (docs/formats.md, "First divergence").
 
     ``kinds`` holds every kind that applies: ``parameter`` (a parameter
-    differs beyond noise: a cause of its own), ``output`` (an output beyond
-    noise and beyond ``divergence_ratio`` times its inputs' and parameters'),
-    ``unrecorded-input`` (an input beyond noise and beyond the ratio times
-    everything recorded before it: the error came from code that is not
+    differs beyond noise: a cause of its own), ``output`` (an output whose
+    error exceeds ``divergence_ratio`` times its inputs' and parameters' plus
+    its noise floor), ``unrecorded-input`` (an input whose error exceeds the
+    ratio times everything recorded before it plus its floor: the error came
+    from code that is not
     recorded, between ``last_agreeing`` and this entry). ``row`` is the row
     that triggered (parameter, else output, else input); ``errors`` its
     scale-aware relative error per statistic (Max, Min, Mean, Norm), ``z``
