@@ -65,6 +65,7 @@ class Case:
     clean_max_z: float | None = None
     error: str | None = None
     seconds: float = 0.0
+    recorded: str | None = None  # "commit time" of the dump (the wiring that made it)
     target_path: str | None = None  # the dumps, for --recompare
     bench_path: str | None = None
 
@@ -103,6 +104,19 @@ def _max_z(rows: list[rm.NoiseRow]) -> tuple[float, str]:
         if z > best[0]:
             best = (z, f"{r.entry} {r.place}")
     return best
+
+
+def _head() -> str:
+    """The commit checked out, with a mark when tracked files differ from it."""
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return commit + ("+uncommitted" if dirty else "")
+
+
+def _stamp() -> str:
+    return f"{_head()} {datetime.datetime.now(datetime.timezone.utc):%H:%M}"
 
 
 def _judge(case: Case, target_path: str, bench_path: str, bench: dict[str, Any], out: str,
@@ -165,6 +179,8 @@ def run_model(name: str, dt: str, levels: list[str], modes: list[str], clean_onl
                     phases += [rm.Phase("A", lambda: scale.fill_(rm.FAULT_SCALE[dt]), lambda: scale.fill_(1.0)),
                                rm.Phase("W", w_on, lambda: weight[-1].__exit__(None, None, None))]
                 paths = rm.record(m, inputs, level, mode, os.path.join(base, mode), phases)
+                for r in results.values():
+                    r.recorded = _stamp()
                 clean_z = None
                 for c in cases:
                     _judge(results[c], paths[c], bench_path, bench, os.path.join(base, f"cmp-{mode}-{c}"), clean_z)
@@ -187,6 +203,7 @@ def run_model(name: str, dt: str, levels: list[str], modes: list[str], clean_onl
                     p = rm.ScaleModuleOutput(spec.target, rm.FAULT_SCALE[dt])
                     paths = rm.record(m, inputs, level, "inductor", os.path.join(base, "inductor-B"),
                                       [rm.Phase("B")], post_grad=p)
+                    r.recorded = _stamp()
                     if len(p.applied) != 1:
                         raise RuntimeError(f"the post-grad pass scaled {p.applied}, not exactly one node")
                     _judge(r, paths["B"], bench_path, bench, os.path.join(base, "cmp-inductor-B"), clean_z)
@@ -361,15 +378,16 @@ def main(argv: list[str] | None = None) -> int:
     order = {n: i for i, n in enumerate(rm.SPECS)}
     cases = sorted(known.values(), key=lambda c: (order.get(c.model, 99), c.dtype != "fp32", rm.LEVELS.index(c.level),
                                                  c.mode, ["clean", "A", "B", "W"].index(c.case)))
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
-    header = (f"# Real-model matrix (issue #25)\n\nRun {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
-              f"at {commit}{' (work tree with uncommitted changes of other files)' if dirty else ''}, "
-              f"torch {torch.__version__}, transformers {__import__('transformers').__version__}, CPU, "
-              f"{time.time() - started:.0f} s; `{' '.join(['scripts/real_model_matrix.py'] + (argv or sys.argv[1:]))}`.\n"
-              "Models from tiny configs with random weights (tests/real_models.py); bench: the eager dump; "
-              "compare with its defaults.")
+    recorded = sorted({c.recorded.split()[0] for c in cases if c.recorded})
+    times = sorted(c.recorded.split()[1] for c in cases if c.recorded)
+    header = (f"# Real-model matrix (issue #25)\n\nWritten {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+              f"compare (the first-divergence rule) at {_head()}; dumps recorded "
+              f"{times[0] if times else '?'}-{times[-1] if times else '?'} UTC at {', '.join(recorded) or '?'}; "
+              f"torch {torch.__version__}, transformers {__import__('transformers').__version__}, CPU. "
+              f"`scripts/real_model_matrix.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
+              f"{' (--recompare: the kept dumps compared again)' if args.recompare else f', {time.time() - started:.0f} s'}.\n\n"
+              "Models from tiny configs with random weights (tests/real_models.py); target: the compiled "
+              "model; bench: the eager dump of the same model; compare with its defaults.")
     md = args.md or os.path.join(args.out, "real_model_matrix.md")
     write_markdown(cases, md, header)
     print(f"wrote {md}; {sum(c.ok for c in cases)} of {len(cases)} as expected", flush=True)
