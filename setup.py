@@ -26,7 +26,7 @@ from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 TORCH_FREE_DIRS = ["format", "fs", "identity"]
-ENGINE_DIRS = ["engine", "ops", "stats", "capture", "runtime", "writer", "compare_tensors", "python"]
+ENGINE_DIRS = ["record", "engine", "ops", "stats", "capture", "runtime", "writer", "compare_tensors", "python"]
 
 
 def _sources(dirs: list[str], cuda: bool) -> list[str]:
@@ -112,7 +112,7 @@ npu = (
 
 compare = Extension(
     "graphprobe._compare",
-    _sources(["compare", "format", "fs"], False) + ["csrc/python/compare_module.cpp"],
+    _sources(["compare", "format", "fs", "python/compare"], False) + ["csrc/python/compare_module.cpp"],
     include_dirs=common_include + cpp_extension.include_paths()[:1],
     extra_compile_args=["-O3", "-std=c++20", "-Wall", "-fvisibility=hidden"],
     language="c++",

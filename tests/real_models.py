@@ -517,12 +517,12 @@ def compare_dumps(target: str, bench: str, out_dir: str) -> CompareResult:
     """``graphprobe compare TARGET BENCH`` with the defaults, through the API;
     ``gate_error`` is what ``--fail-on error`` would fail on (empty: passes)."""
     from graphprobe.compare import compare
-    from graphprobe.compare.gate import gate_reasons
+    from graphprobe.compare.fail_on import fail_on_reasons
 
     run = compare(target, bench, out_dir, html=False, progress=False, jobs=1)
     (outcome,) = run.outcomes
     assert outcome.error is None, outcome.error
-    return CompareResult(outcome.first_divergence, dict(outcome.counts), gate_reasons(run, "error"))
+    return CompareResult(outcome.first_divergence, dict(outcome.counts), fail_on_reasons(run, "error"))
 
 
 # ---------------------------------------------------------------------------

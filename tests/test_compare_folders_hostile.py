@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from compare_fixtures import entry, simple_model_dump, tensor, write_dump
 
-import graphprobe.compare as gpc
+import graphprobe.compare.runner as gpc
 from graphprobe.cli import main
 from graphprobe.compare.pairing import pair_paths
 from graphprobe.output_files import make_dirs, temporary_name, write_text_atomic

@@ -18,7 +18,7 @@ from compare_fixtures import entry, simple_model_dump, tensor, write_dump
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import graphprobe.compare as gpc
+import graphprobe.compare.runner as gpc
 from graphprobe import _compare
 from graphprobe.cli import main
 

@@ -69,19 +69,20 @@ const std::vector<std::string>& csv_header(bool tensor_columns, TensorLayout lay
   static const std::vector<std::string> tensor_header = [] {
     std::vector<std::string> h(header.begin(), header.end() - 2);
     // msprobe's real-data columns, in its order (TensorMetric order).
-    for (const char* c : {"Cosine", "EucDist", "MaxAbsErr", "Tensor MaxRelativeErr", "One Thousandth Err Ratio",
-                          "Five Thousandths Err Ratio"})
-      h.emplace_back(c);
+    // "Tensor MaxRelativeErr": the statistics columns already hold a MaxRelativeErr.
+    for (int m = 0; m < kNumTensorMetrics; ++m)
+      h.emplace_back(m == kMaxRelErr ? std::string("Tensor ") + kTensorMetricNames[m] : kTensorMetricNames[m]);
     h.insert(h.end(), header.end() - 2, header.end());
     return h;
   }();
   // msprobe's COMPARE_RESULT_HEADER + Data_name (26.2.0), then ours.
-  static const std::vector<std::string> real_data_header = {
-      "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
-      "NPU Requires_grad", "Bench Requires_grad", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
-      "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min", "NPU mean", "NPU l2norm",
-      "Bench max", "Bench min", "Bench mean", "Bench l2norm", "Requires_grad Consistent", "Result", "Err_message",
-      "Data_name", "Match", "First Divergence"};
+  static const std::vector<std::string> real_data_header = [] {
+    std::vector<std::string> h(header.begin(), header.begin() + 8);  // names, dtypes, shapes, requires_grad
+    h.insert(h.end(), kTensorMetricNames.begin(), kTensorMetricNames.end());
+    h.insert(h.end(), header.end() - 13, header.end() - 2);  // NPU max ... Err_message
+    for (const char* c : {"Data_name", "Match", "First Divergence"}) h.emplace_back(c);
+    return h;
+  }();
   if (!tensor_columns) return header;
   return layout == TensorLayout::kMsprobe ? real_data_header : tensor_header;
 }

@@ -2,7 +2,7 @@
 // A string that is empty for almost every record, in 8 bytes instead of
 // std::string's 32: a dump.json record's shape_text, text and data_name are
 // set only for non-tensor values and tensor dumps, and a compare holds
-// millions of records (issue 17: peak memory). Reads as a const std::string.
+// millions of records, so they set its peak memory. Reads as a const std::string.
 // Torch-free.
 
 #include <memory>

@@ -43,6 +43,28 @@ struct Thresholds {
   double divergence_ratio = 4.0;   // R: an output (or an input) beyond R x what explains it + its floor
 };
 
+// Every threshold by name: the one table the bindings, the Python API
+// (graphprobe.compare.Thresholds) and the CLI read their defaults from
+// (graphprobe._compare.threshold_defaults()), so a default is written only
+// in the struct above.
+struct ThresholdField {
+  const char* name;
+  double Thresholds::*member;
+};
+inline constexpr std::array<ThresholdField, 11> kThresholdFields{{
+    {"input_error_pct", &Thresholds::input_error_pct},
+    {"output_error_pct", &Thresholds::output_error_pct},
+    {"warning_ratio", &Thresholds::warning_ratio},
+    {"warning_pct", &Thresholds::warning_pct},
+    {"noise_pct", &Thresholds::noise_pct},
+    {"cosine_input_min", &Thresholds::cosine_input_min},
+    {"cosine_drop", &Thresholds::cosine_drop},
+    {"thousandth_input_min", &Thresholds::thousandth_input_min},
+    {"thousandth_output_max", &Thresholds::thousandth_output_max},
+    {"floor_scale", &Thresholds::floor_scale},
+    {"divergence_ratio", &Thresholds::divergence_ratio},
+}};
+
 // How two tensor dumps are laid out and judged (csv_writer.h, docs/formats.md).
 enum class TensorLayout : uint8_t {
   // msprobe's real-data CSV: its columns and order, its words in the metric
@@ -76,6 +98,11 @@ enum TensorMetric : int {
   kFiveThousandthsRatio = 5  // ... < 0.005
 };
 constexpr int kNumTensorMetrics = 6;
+// Their names, in TensorMetric order, as msprobe's real-data CSV heads its
+// columns (the graphprobe layout writes "Tensor MaxRelativeErr" for
+// kMaxRelErr: csv_writer.cpp) and as the bindings document them.
+inline constexpr std::array<const char*, kNumTensorMetrics> kTensorMetricNames{
+    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"};
 
 // The words msprobe's real-data CSV writes in a metric cell instead of a
 // number (msprobe_real_data.h says when).
@@ -179,8 +206,8 @@ struct NoiseSeen {
   bool upstream = false;  // before a first divergence (else: every row)
 };
 
-// How much of each side the compare could pair (issue 25: a side that
-// recorded nothing, or far fewer records, is never a pass).
+// How much of each side the compare could pair (a side that recorded
+// nothing, or far fewer records, is never a pass).
 struct Coverage {
   int64_t target_entries = 0, bench_entries = 0;
   int64_t target_rows = 0, bench_rows = 0;

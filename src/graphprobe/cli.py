@@ -16,27 +16,14 @@ import os
 import sys
 from collections.abc import Sequence
 
+from graphprobe._cli_types import int_at_least  # re-exported: part of this module's interface
+
 __all__ = ["EXIT_STDOUT_CLOSED", "SUBCOMMANDS", "build_parser", "int_at_least", "main"]
 
 SUBCOMMANDS: dict[str, str] = {
     "compare": "graphprobe.compare.command:register",
     "demo": "graphprobe.demo.command:register",
 }
-
-
-def int_at_least(minimum: int):  # noqa: ANN201  (an argparse type)
-    """An argparse ``type`` accepting integers >= ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-
-    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:

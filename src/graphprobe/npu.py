@@ -39,7 +39,9 @@ def ensure_runtime() -> bool:
         return True
     if "torch_npu" not in sys.modules:
         return False
-    from graphprobe._ops import _C
+    # The extension itself, not graphprobe._ops (which imports this module):
+    # _ops has loaded it, or reported a broken install, before any caller.
+    from graphprobe import _C
 
     try:
         from graphprobe import _C_npu  # type: ignore[attr-defined]

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from typing import Any
 
+from graphprobe._cli_types import int_at_least
 from graphprobe._text import terminal_safe
-from graphprobe.cli import int_at_least
-from graphprobe.compare.gate import FAIL_ON_LEVELS, gate_reasons
+from graphprobe.compare.fail_on import FAIL_ON_LEVELS, fail_on_reasons
+from graphprobe.compare.native import threshold_defaults
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
 
 __all__ = ["register", "run"]
@@ -48,7 +50,12 @@ _count = int_at_least(0)
 
 
 def register(subparsers: Any) -> None:
-    """Adds ``compare`` to the CLI's subparsers."""
+    """Adds ``compare`` to the CLI's subparsers. The thresholds' defaults
+    are the engine's (``threshold_defaults()``)."""
+    try:
+        defaults = threshold_defaults()
+    except ImportError:  # a broken install: --help still works; compare itself says what is wrong
+        defaults = {}
     p = subparsers.add_parser(
         "compare",
         help="compare two dumps (msprobe statistics compare)",
@@ -63,25 +70,25 @@ def register(subparsers: Any) -> None:
                    help="exit with 1 on: error (error rows, a first divergence, nothing compared, a side empty or "
                         "short); unmatched (also unmatched rows, steps/ranks without a partner); warning (also "
                         "warning rows)")
-    p.add_argument("--input-error-pct", type=_pct, default=10.0, metavar="PCT",
+    p.add_argument("--input-error-pct", type=_pct, default=defaults.get("input_error_pct"), metavar="PCT",
                    help="error rule: every input NormRelativeErr below this (default: %(default)s)")
-    p.add_argument("--output-error-pct", type=_pct, default=50.0, metavar="PCT",
+    p.add_argument("--output-error-pct", type=_pct, default=defaults.get("output_error_pct"), metavar="PCT",
                    help="error rule: an output NormRelativeErr above this (default: %(default)s)")
-    p.add_argument("--warning-ratio", type=_pct, default=10.0, metavar="X",
+    p.add_argument("--warning-ratio", type=_pct, default=defaults.get("warning_ratio"), metavar="X",
                    help="warning rule: output above X times the largest input (default: %(default)s)")
-    p.add_argument("--warning-pct", type=_pct, default=10.0, metavar="PCT",
+    p.add_argument("--warning-pct", type=_pct, default=defaults.get("warning_pct"), metavar="PCT",
                    help="warning rule when inputs are exact (default: %(default)s)")
-    p.add_argument("--floor-scale", type=_positive, default=1.0, metavar="X",
+    p.add_argument("--floor-scale", type=_positive, default=defaults.get("floor_scale"), metavar="X",
                    help="first divergence: multiply every noise floor by X, for hardware noisier than the defaults "
                         "assume (TF32, HF32; the floors are in docs/formats.md) (default: %(default)s)")
-    p.add_argument("--divergence-ratio", type=_pct, default=4.0, metavar="R",
+    p.add_argument("--divergence-ratio", type=_pct, default=defaults.get("divergence_ratio"), metavar="R",
                    help="first divergence: an output's relative error must exceed R times its inputs' and "
                         "parameters' plus its noise floor, an input's R times everything recorded before it plus "
                         "its floor (default: %(default)s)")
     p.add_argument("--graphprobe-verdicts", action="store_true",
                    help="let graphprobe's additions decide Result: rows without a partner are 'unmatched' and "
                         "--noise-pct applies (default: Result is msprobe's verdict)")
-    p.add_argument("--noise-pct", type=_pct, default=0.001, metavar="PCT",
+    p.add_argument("--noise-pct", type=_pct, default=defaults.get("noise_pct"), metavar="PCT",
                    help="with --graphprobe-verdicts: outputs at or below this never get the ratio warning "
                         "(default: %(default)s)")
     p.add_argument("--tensor-layout", choices=TENSOR_LAYOUTS, default="msprobe",
@@ -90,14 +97,14 @@ def register(subparsers: Any) -> None:
                         "Data_name) judged by msprobe's real-data rules; graphprobe = the statistics CSV with those "
                         "columns appended, judged by the statistics rules plus graphprobe's tensor rules "
                         "(default: %(default)s)")
-    p.add_argument("--cosine-input-min", type=_pct, default=0.9, metavar="C",
+    p.add_argument("--cosine-input-min", type=_pct, default=defaults.get("cosine_input_min"), metavar="C",
                    help="tensor dumps: warning when every input Cosine is above C ... (default: %(default)s)")
-    p.add_argument("--cosine-drop", type=_pct, default=0.1, metavar="D",
+    p.add_argument("--cosine-drop", type=_pct, default=defaults.get("cosine_drop"), metavar="D",
                    help="... and an output's is more than D below the lowest input's (default: %(default)s)")
-    p.add_argument("--thousandth-input-min", type=_pct, default=0.9, metavar="R",
+    p.add_argument("--thousandth-input-min", type=_pct, default=defaults.get("thousandth_input_min"), metavar="R",
                    help="tensor dumps: error when every input One Thousandth Err Ratio is above R ... "
                         "(default: %(default)s)")
-    p.add_argument("--thousandth-output-max", type=_pct, default=0.1, metavar="R",
+    p.add_argument("--thousandth-output-max", type=_pct, default=defaults.get("thousandth_output_max"), metavar="R",
                    help="... and an output's is below R (default: %(default)s)")
     p.add_argument("--top", type=_count, default=10, metavar="N", help="worst rows shown per pair (default: %(default)s)")
     p.add_argument("-j", "--jobs", type=_count, default=0, metavar="N", help="worker processes (default: CPU count)")
@@ -111,9 +118,8 @@ def run(args: argparse.Namespace) -> int:
     from graphprobe.compare import PairingError, Thresholds, compare
     from graphprobe.compare.summary import format_summary
 
-    thresholds = Thresholds(args.input_error_pct, args.output_error_pct, args.warning_ratio, args.warning_pct,
-                            args.noise_pct, args.cosine_input_min, args.cosine_drop, args.thousandth_input_min,
-                            args.thousandth_output_max)
+    thresholds = Thresholds(**{f.name: getattr(args, f.name) for f in fields(Thresholds)
+                               if getattr(args, f.name) is not None})
     try:
         result = compare(
             args.target,
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             print(terminal_safe(f"graphprobe compare: error: {o.error}"), file=sys.stderr)
         return 2
     if args.fail_on:
-        reasons = gate_reasons(result, args.fail_on)
+        reasons = fail_on_reasons(result, args.fail_on)
         for reason in reasons:
             print(terminal_safe(f"graphprobe compare: --fail-on {args.fail_on}: {reason}"), file=sys.stderr)
         if reasons:

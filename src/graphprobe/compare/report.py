@@ -14,13 +14,17 @@ the CSV keeps full precision.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
 from collections.abc import Sequence
+from importlib import resources
+from string import Template
 
 from graphprobe.compare.numbers import short, short_pct, shorten_numbers
-from graphprobe.compare.outcome import SEVERITY, EntryPoint, RowDigest
+from graphprobe.compare.explain import floors_text, noise_text
+from graphprobe.compare.outcome import SEVERITY, Divergence, EntryPoint, Noise, RowDigest
 
 __all__ = ["render_html", "COLOURS", "ROW_LIMIT"]
 
@@ -40,6 +44,14 @@ ROW_LIMIT = 5000
 # character is an HTML parse error (browsers drop or replace it) and hides
 # what the name holds.
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+@functools.cache
+def _asset(name: str) -> str:
+    """The page's stylesheet or script (package resources under
+    report_assets/), with the verdict colours filled in."""
+    text = resources.files("graphprobe.compare").joinpath("report_assets").joinpath(name).read_text(encoding="utf-8")
+    return Template(text).substitute(error_colour=COLOURS["error"]) if name.endswith(".css") else text
 
 
 def _esc(text: str) -> str:
@@ -177,10 +189,15 @@ def render_html(
     rows: Sequence[RowDigest],
     total_rows: int,
     thresholds: dict[str, float],
+    divergence: Divergence | None = None,
+    noise: Noise | None = None,
+    floors_used: Sequence[tuple[str, float, float]] = (),
 ) -> str:
     """The whole page as a string. ``rows`` are listed worst first (of
     ``total_rows`` in the CSV); ``thresholds`` maps a label to a percentage
-    drawn as a dashed line."""
+    drawn as a dashed line. ``divergence``, ``noise`` and ``floors_used``
+    (the pair's digests) give the first divergence's explanation, the noise
+    where the pair agrees and the noise floors used, in the summary's words."""
     esc = _esc
     shown = _bucket(points)
     legend = " ".join(
@@ -190,6 +207,15 @@ def render_html(
         f'<p id="first-divergence-text">First divergence: <code>{esc(first_divergence)}</code></p>'
         if first_divergence
         else '<p id="first-divergence-text">No divergence found.</p>'
+    )
+    why = "".join(
+        f'<p id="{key}">{esc(text)}</p>\n'
+        for key, text in (
+            ("divergence-explanation", f"Why: {divergence.message}" if divergence is not None else ""),
+            ("noise", noise_text(noise)),
+            ("noise-floors", floors_text(floors_used)),
+        )
+        if text
     )
     note = f"<p>{len(points)} entries, shown as {len(shown)} buckets (worst of each).</p>" if len(shown) < len(points) else ""
     listed = (f"All {total_rows} rows, worst first (by verdict, then NormRelativeErr)." if len(rows) >= total_rows
@@ -209,27 +235,13 @@ def render_html(
 <html lang="en"><head><meta charset="utf-8">
 <title>{esc(title)}</title>
 <style>
-body {{ font-family: sans-serif; margin: 20px; color: #222; }}
-code {{ background: #f3f3f3; padding: 1px 4px; }}
-.chip {{ display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; border-radius: 50%; }}
-table {{ border-collapse: collapse; font-size: 13px; }}
-td, th {{ border: 1px solid #ddd; padding: 3px 6px; text-align: left; }}
-th {{ cursor: pointer; background: #f5f5f5; user-select: none; }}
-th[data-dir="asc"]::after {{ content: " \\25B2"; }}
-th[data-dir="desc"]::after {{ content: " \\25BC"; }}
-tr.error td:nth-child(2) {{ color: {COLOURS["error"]}; font-weight: bold; }}
-tr.warning td:nth-child(2) {{ color: #b7791f; font-weight: bold; }}
-tr.unmatched td {{ color: #777; }}
-#controls {{ margin: 8px 0; }}
-#controls label {{ margin-right: 10px; }}
-#hover {{ min-height: 1.2em; font-family: monospace; }}
-</style></head>
+{_asset('report.css')}</style></head>
 <body>
 <h1>{esc(title)}</h1>
 <p>Target: <code>{esc(target)}</code><br>Bench: <code>{esc(bench)}</code></p>
 <p>{legend}</p>
 {fd}
-<h2>Relative error along execution order</h2>
+{why}<h2>Relative error along execution order</h2>
 <p>Largest output NormRelativeErr per entry (log axis); dashed lines: thresholds.</p>
 {note}
 {_plot(shown, thresholds)}
@@ -244,71 +256,6 @@ tr.unmatched td {{ color: #777; }}
 {body}
 </tbody></table>
 <script>
-(function () {{
-  var svg = document.getElementById("plot");
-  var hover = document.getElementById("hover");
-  svg.querySelectorAll("circle.pt").forEach(function (c) {{
-    c.addEventListener("mouseenter", function () {{ hover.textContent = c.querySelector("title").textContent; }});
-  }});
-  var tbody = document.querySelector("#rows tbody");
-  var heads = document.querySelectorAll("#rows th");
-  var boxes = document.querySelectorAll("input.verdict");
-  var search = document.getElementById("row-search");
-  var count = document.getElementById("row-count");
-  function filter() {{
-    var q = search.value.toLowerCase(), on = {{}}, shown = 0;
-    boxes.forEach(function (b) {{ on[b.value] = b.checked; }});
-    Array.prototype.forEach.call(tbody.rows, function (tr) {{
-      var visible = on[tr.dataset.result] && tr.cells[0].textContent.toLowerCase().indexOf(q) >= 0;
-      tr.hidden = !visible;
-      if (visible) shown++;
-    }});
-    count.textContent = shown + " of " + tbody.rows.length + " rows shown";
-  }}
-  function key(tr, col) {{
-    var cell = tr.cells[col];
-    return cell.dataset.v !== undefined ? Number(cell.dataset.v) : cell.textContent.toLowerCase();
-  }}
-  function sortBy(col, dir) {{
-    var sign = dir === "asc" ? 1 : -1;
-    var rows = Array.prototype.slice.call(tbody.rows);
-    rows.sort(function (a, b) {{
-      var x = key(a, col), y = key(b, col);
-      return x < y ? -sign : x > y ? sign : 0;
-    }});
-    rows.forEach(function (tr) {{ tbody.appendChild(tr); }});
-    heads.forEach(function (th) {{ th.removeAttribute("data-dir"); }});
-    heads[col].setAttribute("data-dir", dir);
-  }}
-  heads.forEach(function (th, col) {{
-    th.addEventListener("click", function () {{
-      sortBy(col, th.getAttribute("data-dir") === "desc" ? "asc" : "desc");
-    }});
-  }});
-  boxes.forEach(function (b) {{ b.addEventListener("change", filter); }});
-  search.addEventListener("input", filter);
-  // State from the address: #verdict=error,warning&q=name&sort=COLUMN-INDEX&dir=asc|desc
-  var params = new URLSearchParams(location.hash.slice(1));
-  if (params.has("verdict")) {{
-    var wanted = params.get("verdict").split(",");
-    boxes.forEach(function (b) {{ b.checked = wanted.indexOf(b.value) >= 0; }});
-  }}
-  if (params.has("q")) search.value = params.get("q");
-  if (params.has("sort") && heads[Number(params.get("sort"))]) {{
-    sortBy(Number(params.get("sort")), params.get("dir") === "asc" ? "asc" : "desc");
-  }}
-  filter();
-  // Read back by tests: the page was laid out and scripted, and no two axis
-  // labels overlap.
-  var labels = Array.prototype.map.call(svg.querySelectorAll("text.axis"), function (t) {{ return t.getBBox(); }});
-  var overlaps = 0;
-  for (var i = 0; i < labels.length; i++)
-    for (var j = i + 1; j < labels.length; j++)
-      if (labels[i].y < labels[j].y + labels[j].height && labels[j].y < labels[i].y + labels[i].height) overlaps++;
-  document.body.setAttribute("data-axis-overlaps", String(overlaps));
-  document.body.setAttribute("data-plot-width", String(Math.round(svg.getBoundingClientRect().width)));
-  document.body.setAttribute("data-points", String(svg.querySelectorAll("circle.pt").length));
-}})();
-</script>
+{_asset('report.js')}</script>
 </body></html>
 """

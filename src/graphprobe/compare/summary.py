@@ -8,7 +8,8 @@ import sys
 from typing import TextIO
 
 from graphprobe._text import terminal_safe
-from graphprobe.compare.numbers import short_pct, shorten_numbers
+from graphprobe.compare.explain import floors_text, noise_text
+from graphprobe.compare.numbers import short_number, short_pct, shorten_numbers
 from graphprobe.compare.outcome import CompareRun, PairOutcome
 
 __all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary", "short_number"]
@@ -18,34 +19,6 @@ WORST_ORDER = "by verdict (error, warning, pass), then by NormRelativeErr, large
 
 
 _DIVERGENCE_PAIRS = 8  # pairs whose first divergence is explained in full; the rest are in the table
-
-
-def short_number(v: float) -> str:
-    """Two significant digits, an exponent below 1e-2 (``2e-6``), as the
-    engine's messages and the noise-floor table write numbers."""
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    if v == 0:
-        return "0"
-    text = f"{v:.1e}" if abs(v) < 1e-2 else f"{v:.2g}"
-    if "e" not in text:
-        return text
-    mant, exp = text.split("e")
-    if mant.endswith(".0"):
-        mant = mant[:-2]
-    return f"{mant}e{int(exp)}"
-
-
-def _noise_text(o: PairOutcome) -> str:
-    n = o.noise
-    if n is None:
-        return ""
-    where = "noise upstream" if n.upstream else "noise seen"
-    if n.rows == 0:
-        return f"{where}: none (no matched row before it)" if n.upstream else f"{where}: no matched row"
-    return f"{where}: max {short_number(n.max_e)} ({short_number(n.max_z)}x the floor) over {n.rows} rows"
 
 
 def divergence_lines(run: CompareRun) -> list[str]:
@@ -74,20 +47,15 @@ def divergence_lines(run: CompareRun) -> list[str]:
             lines.append(f"{who}NOT A PASS: {o.coverage.problem}")
         if o.divergence is not None:
             d = o.divergence
-            lines.append(f"{who}first divergence: {d.entry} ({d.message}); {_noise_text(o)}")
+            lines.append(f"{who}first divergence: {d.entry} ({d.message}); {noise_text(o.noise)}")
         else:
-            lines.append(f"{who}first divergence: none; {_noise_text(o)}")
+            lines.append(f"{who}first divergence: none; {noise_text(o.noise)}")
     if len(shown) > _DIVERGENCE_PAIRS:
         lines.append(f"  ({len(shown) - _DIVERGENCE_PAIRS} more pairs diverge or are short: see the table and "
                      "their CSV)")
-    floors: dict[str, tuple[float, float]] = {}
-    for o in read:
-        for name, aggregate, extreme in o.floors_used:
-            floors.setdefault(name, (aggregate, extreme))
+    floors = floors_text([f for o in read for f in o.floors_used])
     if floors:
-        lines.append("noise floors (relative error; Mean/Norm, Max/Min): " + ", ".join(
-            name if a == 0 and e == 0 else f"{name} {short_number(a)}/{short_number(e)}"
-            for name, (a, e) in floors.items()))
+        lines.append(floors)
     drifted = sorted((o for o in read if o.pair.step is not None and o.divergence is not None
                       and "parameter" in o.divergence.kinds), key=lambda o: (o.pair.step, o.pair.rank))
     if drifted and any(o.divergence and o.divergence.parameters_throughout for o in drifted):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from graphprobe.cli import int_at_least
+from graphprobe._cli_types import int_at_least
 
 __all__ = ["register", "run"]
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from graphprobe.compare.outcome import CompareRun
 
-__all__ = ["FAIL_ON_LEVELS", "gate_reasons"]
+__all__ = ["FAIL_ON_LEVELS", "fail_on_reasons"]
 
 FAIL_ON_LEVELS = ("error", "unmatched", "warning")
 
 
-def gate_reasons(run: CompareRun, level: str) -> list[str]:
+def fail_on_reasons(run: CompareRun, level: str) -> list[str]:
     """Why ``run`` fails ``--fail-on level``; empty when it passes."""
     if level not in FAIL_ON_LEVELS:
         raise ValueError(f"--fail-on: got {level!r}; allowed: {', '.join(FAIL_ON_LEVELS)}")

@@ -1,0 +1,220 @@
+// CompareResult: the rows, counts, first divergence, noise and coverage of
+// one comparison, and the tensor-mode hooks graphprobe.compare.tensors fills.
+#include <pybind11/stl.h>
+
+#include <array>
+#include <stdexcept>
+#include <tuple>
+
+#include "compare/csv_writer.h"
+#include "compare/digest.h"
+#include "compare/engine.h"
+#include "compare/first_divergence.h"
+#include "python/compare/bindings.h"
+
+namespace graphprobe::compare::python {
+namespace {
+
+TensorStatus parse_status(const std::string& s) {
+  if (s == "computed") return TensorStatus::kComputed;
+  if (s == "mismatch") return TensorStatus::kMismatch;
+  if (s == "unavailable") return TensorStatus::kUnavailable;
+  throw std::invalid_argument("set_tensor_metrics: status must be 'computed', 'mismatch' or 'unavailable', got '" +
+                              s + "'");
+}
+
+py::list kind_names(uint8_t kinds) {
+  py::list out;
+  if (kinds & kParameterCause) out.append("parameter");
+  if (kinds & kOutputCause) out.append("output");
+  if (kinds & kUnrecordedInput) out.append("unrecorded-input");
+  return out;
+}
+
+}  // namespace
+
+void bind_result(py::module_& m) {
+  py::class_<CompareResult, std::shared_ptr<CompareResult>>(m, "CompareResult")
+      .def_property_readonly("target_path", [](const CompareResult& r) { return r.target.source; })
+      .def_property_readonly("bench_path", [](const CompareResult& r) { return r.bench.source; })
+      .def_property_readonly("target_entries", [](const CompareResult& r) { return r.target.entries; },
+                             "Target entry names in execution order.")
+      .def_property_readonly("notes",
+                             [](const CompareResult& r) {
+                               std::vector<std::string> out = r.target.notes;
+                               out.insert(out.end(), r.bench.notes.begin(), r.bench.notes.end());
+                               return out;
+                             },
+                             "What reading the dumps decided that the user should hear about (duplicate keys).")
+      .def_property_readonly("target_task", [](const CompareResult& r) { return r.target.task; })
+      .def_property_readonly("bench_task", [](const CompareResult& r) { return r.bench.task; })
+      .def_property_readonly("has_tensor_data", &has_tensor_data,
+                             "Both dumps' tensor records carry data_name (tensor dumps).")
+      .def_property_readonly("tensor_mode", [](const CompareResult& r) { return r.tensor_mode; },
+                             "finish_tensor_compare has run: the CSV has the tensor columns.")
+      .def(
+          "set_tensor_metrics",
+          [](CompareResult& r, size_t index, const std::string& status, const py::tuple& values,
+             std::vector<std::string> notes) {
+            if (r.tensor_mode) throw std::logic_error("set_tensor_metrics: finish_tensor_compare has already run");
+            if (index >= r.rows.size())
+              throw py::index_error("set_tensor_metrics: row " + std::to_string(index) + " out of range (" +
+                                    std::to_string(r.rows.size()) + " rows)");
+            CompareRow& row = r.rows[index];
+            if (row.match != MatchKind::kMatched)
+              throw std::invalid_argument("set_tensor_metrics: row " + std::to_string(index) + " is not matched");
+            row.tensor.status = parse_status(status);
+            if (values.size() != kNumTensorMetrics)
+              throw std::invalid_argument("set_tensor_metrics: values must hold 6 items, got " +
+                                          std::to_string(values.size()));
+            for (size_t i = 0; i < values.size(); ++i) {
+              const py::handle v = values[i];
+              row.tensor.values[i] = std::nullopt;
+              row.tensor.words[i] = CellWord::kNone;
+              if (v.is_none()) continue;
+              if (py::isinstance<py::str>(v)) row.tensor.words[i] = parse_word(v.cast<std::string>());
+              else row.tensor.values[i] = v.cast<double>();
+            }
+            if (row.tensor.status != TensorStatus::kComputed) row.tensor.values = {};
+            row.tensor.notes = std::move(notes);
+          },
+          py::arg("index"), py::arg("status"), py::arg("values"), py::arg("notes"),
+          "Stores a matched row's tensor metrics (order of Row.tensor_metrics: each a float, None, or msprobe's "
+          "word for the cell, such as 'unsupported'). status: 'computed', 'mismatch' "
+          "(dtype/shape differ; Result error) or 'unavailable' (a file missing or unreadable; Result warning); "
+          "notes go to Err_message.")
+      .def("finish_tensor_compare", &finish_tensor_compare, py::arg("options"),
+           "Applies the tensor rules, finds the first divergence again, recounts; the CSV then has the tensor "
+           "columns. Once per result.")
+      .def_property_readonly("rows",
+                             [](const std::shared_ptr<CompareResult>& r) {
+                               py::list out;
+                               for (size_t i = 0; i < r->rows.size(); ++i) out.append(RowView{r, i});
+                               return out;
+                             })
+      .def_property_readonly("counts",
+                             [](const CompareResult& r) {
+                               py::dict d;
+                               for (int v = 0; v < kNumVerdicts; ++v)
+                                 d[verdict_name(static_cast<Verdict>(v))] = r.counts[static_cast<size_t>(v)];
+                               return d;
+                             },
+                             "Rows per Result: pass, warning, error, unmatched.")
+      .def_property_readonly("first_divergence",
+                             [](const CompareResult& r) -> std::optional<std::string> {
+                               if (!r.first_divergence) return std::nullopt;
+                               return r.target.entries[*r.first_divergence];
+                             },
+                             "Entry name of the first divergence, or None.")
+      .def_property_readonly("first_divergence_index",
+                             [](const CompareResult& r) -> std::optional<uint32_t> { return r.first_divergence; })
+      .def_property_readonly(
+          "divergence",
+          [](const std::shared_ptr<CompareResult>& r) -> py::object {
+            if (!r->divergence) return py::none();
+            const Divergence& d = *r->divergence;
+            py::dict out;
+            out["entry"] = r->target.entries[d.entry];
+            out["entry_index"] = d.entry;
+            out["kinds"] = kind_names(d.kinds);
+            const CompareRow& row = r->rows[d.row];
+            out["row"] = r->target.rows[static_cast<size_t>(row.target)].name;
+            out["row_index"] = d.row;
+            out["error"] = row_error_dict(d.error, r->floor_scale);
+            out["z_inputs"] = d.z_inputs;
+            out["z_parameters"] = d.z_parameters;
+            out["z_outputs"] = d.z_outputs;
+            out["last_agreeing"] = d.last_agreeing ? py::object(py::str(r->target.entries[*d.last_agreeing]))
+                                                   : py::object(py::none());
+            py::list between;
+            for (uint32_t e : d.unmatched_between) between.append(r->target.entries[e]);
+            out["unmatched_between"] = between;
+            out["parameter_rows"] = d.parameter_rows;
+            out["parameter_rows_differing"] = d.parameter_rows_differing;
+            out["parameters_throughout"] = d.parameters_throughout;
+            out["message"] = d.message;
+            return out;
+          },
+          "The first divergence, or None: entry, entry_index, kinds (of 'parameter', 'output', "
+          "'unrecorded-input'), row (the name of the row that triggered), row_index, error (that row's, as "
+          "Row.error), z_inputs / z_parameters / z_outputs (largest z of the entry's rows of each role), "
+          "last_agreeing and unmatched_between (kind unrecorded-input), parameter_rows, "
+          "parameter_rows_differing, parameters_throughout, message.")
+      .def_property_readonly(
+          "noise",
+          [](const CompareResult& r) {
+            py::dict d;
+            d["max_e"] = r.noise.max_e;
+            d["max_z"] = r.noise.max_z;
+            d["rows"] = r.noise.rows;
+            d["upstream"] = r.noise.upstream;
+            return d;
+          },
+          "The noise where the pair agrees: largest per-statistic error (max_e) and z (max_z) over the matched rows "
+          "before the first divergence (upstream True), or over every matched row when there is none.")
+      .def_property_readonly(
+          "coverage",
+          [](const CompareResult& r) {
+            const Coverage& c = r.coverage;
+            py::dict d;
+            d["target_entries"] = c.target_entries;
+            d["bench_entries"] = c.bench_entries;
+            d["target_rows"] = c.target_rows;
+            d["bench_rows"] = c.bench_rows;
+            d["matched_rows"] = c.matched_rows;
+            d["problem"] = non_empty(c.problem);
+            return d;
+          },
+          "Entries and rows of each side, matched rows, and problem: why a side counts as empty or short, or None.")
+      .def_property_readonly(
+          "floors_used",
+          [](const CompareResult& r) {
+            std::vector<std::tuple<std::string, double, double>> out;
+            for (const auto& f : r.floors_used) out.emplace_back(f.name, f.aggregate, f.extreme);
+            return out;
+          },
+          "(table row, aggregate floor, extreme floor) for each row of the noise-floor table the matched rows used, "
+          "floor_scale applied.")
+      .def("entry_summaries",
+           [](const CompareResult& r) {
+             std::vector<std::tuple<std::optional<double>, const char*, bool>> out;
+             for (const auto& e : entry_summaries(r))
+               out.emplace_back(e.norm_rel_pct, verdict_name(e.verdict), e.first_divergence);
+             return out;
+           },
+           "Per target entry, in execution order: (largest output NormRelativeErr or None, worst Result, "
+           "is first divergence).")
+      .def("entry_points",
+           [](const CompareResult& r, const py::object& make) {
+             // One object per entry made here, with the verdict strings made
+             // once: no intermediate lists of names and tuples (a large
+             // compare's digest would hold them next to the records).
+             std::array<py::str, kNumVerdicts> verdicts;
+             for (int v = 0; v < kNumVerdicts; ++v) verdicts[v] = py::str(verdict_name(static_cast<Verdict>(v)));
+             const auto summaries = entry_summaries(r);
+             py::list out(summaries.size());
+             for (size_t i = 0; i < summaries.size(); ++i) {
+               const auto& e = summaries[i];
+               py::object value = e.norm_rel_pct ? py::object(py::float_(*e.norm_rel_pct)) : py::object(py::none());
+               out[i] = make(i, r.target.entries[i], value, verdicts[static_cast<size_t>(e.verdict)], e.first_divergence);
+             }
+             return out;
+           },
+           py::arg("make"),
+           "make(index, entry, largest output NormRelativeErr or None, worst Result, is first divergence) for each "
+           "target entry, in execution order; the list of what it returns.")
+      .def("worst_rows",
+           [](const std::shared_ptr<CompareResult>& r, size_t n) {
+             py::list out;
+             for (size_t i : worst_rows(*r, n)) out.append(RowView{r, i});
+             return out;
+           },
+           py::arg("n"), "The n worst matched rows: by Result, then NormRelativeErr (NaN first).")
+      .def("__len__", [](const CompareResult& r) { return r.rows.size(); })
+      .def("render_csv", &render_csv, "The CSV text.")
+      .def("write_csv", &write_csv, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
+           "Writes the CSV atomically (temporary file + rename).");
+
+}
+
+}  // namespace graphprobe::compare::python

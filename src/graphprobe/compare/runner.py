@@ -1,0 +1,243 @@
+"""Runs a compare: pairs the dumps, claims the output names, and compares
+each pair in a worker process (:func:`compare`), or one pair here
+(:func:`compare_pair`). The package face is :mod:`graphprobe.compare`."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict
+from pathlib import Path
+
+from graphprobe._text import first_unsafe
+from graphprobe.compare.native import native
+from graphprobe.compare.outcome import CompareRun, PairOutcome
+from graphprobe.compare.output_names import claim_names, release_names, write_failure
+from graphprobe.compare.pairing import Pair, Pairing, PairingError, pair_paths
+from graphprobe.compare.summary import ProgressBar
+from graphprobe.compare.tensors import TENSOR_LAYOUTS
+from graphprobe.compare.thresholds import Thresholds, check_divergence_options, default
+from graphprobe.output_files import make_dirs, write_text_atomic
+
+__all__ = ["check_path_text", "compare", "compare_pair", "out_of_memory"]
+
+
+def _folder(pair: Pair, output_dir: Path, by_step: bool) -> Path:
+    return output_dir / f"step{pair.step}" if by_step and pair.step is not None else output_dir
+
+
+def check_path_text(what: str, path: str | os.PathLike[str]) -> None:
+    """Refuses a path the C++ reader cannot open: one holding NUL, or one
+    that is not valid UTF-8 (Python keeps such bytes as lone surrogates)."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PairingError(f"{what} {text!r} is not valid UTF-8; rename it or pass a link with a UTF-8 name") from None
+    if "\0" in text:
+        raise PairingError(f"{what} {text!r} holds a NUL character")
+    if first_unsafe(text, ("Cs",)) is not None:
+        raise PairingError(f"{what} {text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8; rename it or "
+                           "pass a symbolic link with a UTF-8 name")
+
+
+def out_of_memory(pair: Pair, killed: bool = False) -> str:
+    """The message for a pair that ran out of memory."""
+    sizes = []
+    for p in (pair.target, pair.bench):
+        try:
+            sizes.append(f"{p.stat().st_size / 1e6:.0f} MB")
+        except OSError:
+            sizes.append("? MB")
+    how = "its worker process was killed (most likely out of memory)" if killed else "out of memory"
+    return (f"{pair.label}: {how} while comparing {pair.target} ({sizes[0]}) with {pair.bench} ({sizes[1]}); "
+            "compare needs about twice the size of both dumps: compare fewer pairs at once (-j 1) or free memory")
+
+
+def compare_pair(
+    pair: Pair,
+    csv_path: Path,
+    report_path: Path | None,
+    *,
+    fuzzy: bool = False,
+    thresholds: Thresholds | None = None,
+    top: int = 10,
+    graphprobe_verdicts: bool = False,
+    tensor_layout: str = "msprobe",
+    floor_scale: float | None = None,
+    divergence_ratio: float | None = None,
+) -> PairOutcome:
+    """Compares one pair and writes its CSV (and HTML report). Read errors
+    come back in ``PairOutcome.error`` rather than as exceptions, so that
+    one bad rank does not hide the others. Options left None take the
+    engine's defaults."""
+    from graphprobe.compare.outcome import digest_divergence, digest_rows, report_rows
+    from graphprobe.compare.report import ROW_LIMIT, render_html
+
+    eng = native()
+    thresholds = Thresholds() if thresholds is None else thresholds
+    options = eng.CompareOptions(fuzzy=fuzzy, graphprobe_verdicts=graphprobe_verdicts, tensor_layout=tensor_layout,
+                                 floor_scale=default("floor_scale") if floor_scale is None else floor_scale,
+                                 divergence_ratio=default("divergence_ratio") if divergence_ratio is None
+                                 else divergence_ratio, **asdict(thresholds))
+    try:
+        result = eng.compare_files(str(pair.target), str(pair.bench), options)
+    except (eng.DumpFormatError, OSError) as e:
+        return PairOutcome(pair=pair, error=str(e))
+    if result.has_tensor_data:
+        from graphprobe.compare.tensors import fill_tensor_metrics
+
+        fill_tensor_metrics(result, pair.target.parent, pair.bench.parent, options)
+    make_dirs(csv_path.parent)
+    result.write_csv(str(csv_path))
+    worst, points = digest_rows(result, top)
+    divergence, noise, coverage, floors_used = digest_divergence(result)
+    counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
+    # The page lists at most ROW_LIMIT rows: take them, then free the records
+    # before the page is built.
+    listed = report_rows(result, ROW_LIMIT) if report_path is not None else []
+    del result
+    if report_path is not None:
+        page = render_html(
+            title=f"graphprobe compare {pair.label}",
+            target=str(pair.target),
+            bench=str(pair.bench),
+            counts=counts,
+            first_divergence=first_divergence,
+            points=points,
+            rows=listed,
+            total_rows=n_rows,
+            thresholds={"warning": thresholds.warning_pct, "error (outputs)": thresholds.output_error_pct},
+            divergence=divergence,
+            noise=noise,
+            floors_used=floors_used,
+        )
+        write_text_atomic(report_path, page)
+    return PairOutcome(
+        pair=pair,
+        csv_path=csv_path,
+        report_path=report_path,
+        counts=counts,
+        rows=n_rows,
+        first_divergence=first_divergence,
+        first_divergence_index=next((p.index for p in points if p.first_divergence), None),
+        worst=tuple(worst),
+        notes=notes,
+        divergence=divergence,
+        noise=noise,
+        coverage=coverage,
+        floors_used=floors_used,
+    )
+
+
+def compare(
+    target: str | os.PathLike[str],
+    bench: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str] = "compare_output",
+    *,
+    fuzzy: bool = False,
+    thresholds: Thresholds | None = None,
+    top: int = 10,
+    html: bool = True,
+    jobs: int | None = None,
+    progress: bool = True,
+    graphprobe_verdicts: bool = False,
+    tensor_layout: str = "msprobe",
+    floor_scale: float | None = None,
+    divergence_ratio: float | None = None,
+) -> CompareRun:
+    """Compares TARGET (the run under test) against BENCH (the reference).
+
+    Args:
+        target, bench: a dump.json, a ``rank*``/``pid*``/``proc*`` folder, a
+            ``step*`` folder or a dump root (see :mod:`graphprobe.compare.pairing`).
+        output_dir: where the CSVs and reports go (created).
+        fuzzy: match rows ignoring call indices, in order.
+        thresholds: verdict thresholds (default: ``Thresholds()``, the
+            engine's defaults).
+        top: rows kept per pair for the worst-rows list.
+        html: write the HTML report too.
+        jobs: worker processes (default: one per pair, at most the CPU count).
+        progress: show a progress bar on stderr when several pairs run.
+        graphprobe_verdicts: let graphprobe's additions decide Result too
+            (rows without a partner get "unmatched", the noise floor
+            applies); by default Result is exactly msprobe's verdict.
+        tensor_layout: tensor dumps only: "msprobe" (default) writes
+            msprobe's real-data CSV and judges by its real-data rules;
+            "graphprobe" writes the statistics CSV with the tensor columns
+            appended and judges by the statistics rules plus graphprobe's
+            tensor rules (:mod:`graphprobe.compare.tensors`).
+        floor_scale: multiplies every noise floor of the first-divergence
+            rule (default 1; e.g. 10 for hardware that computes float32
+            matmuls in TF32/HF32).
+        divergence_ratio: R of the first-divergence rule: an output's
+            relative error must exceed R times its inputs' and parameters'
+            plus its noise floor, an input's R times everything recorded
+            before it plus its floor (default 4).
+
+    Raises:
+        PairingError: TARGET/BENCH are not dumps or cannot be paired.
+        ValueError: an option out of range.
+    A dump that cannot be read is reported in its ``PairOutcome.error``.
+    """
+    if tensor_layout not in TENSOR_LAYOUTS:
+        raise ValueError(f"tensor_layout: got {tensor_layout!r}; allowed: {', '.join(TENSOR_LAYOUTS)}")
+    thresholds = Thresholds() if thresholds is None else thresholds
+    floor_scale = default("floor_scale") if floor_scale is None else floor_scale
+    divergence_ratio = default("divergence_ratio") if divergence_ratio is None else divergence_ratio
+    check_divergence_options(floor_scale, divergence_ratio)
+    for what, path in (("TARGET", target), ("BENCH", bench), ("output_dir", output_dir)):
+        check_path_text(what, path)
+    pairing: Pairing = pair_paths(target, bench)
+    out = Path(output_dir)
+    make_dirs(out)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    tasks = []
+    for p in pairing.pairs:
+        tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.rank, stamp, html)))
+    kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts,
+                  tensor_layout=tensor_layout, floor_scale=floor_scale, divergence_ratio=divergence_ratio)
+    bar = ProgressBar(len(tasks), enabled=progress)
+    workers = min(len(tasks), jobs if jobs else (os.cpu_count() or 1))
+    outcomes: list[PairOutcome] = []
+    if workers <= 1:
+        for task in tasks:
+            try:
+                outcomes.append(compare_pair(*task, **kwargs))  # type: ignore[arg-type]
+            except MemoryError:  # past the engine: the CSV, the digest or the page
+                outcomes.append(PairOutcome(pair=task[0], error=out_of_memory(task[0])))
+            except OSError as e:  # writing the CSV or the page: this pair fails, the others go on
+                outcomes.append(PairOutcome(pair=task[0], error=write_failure(task[0].label, task[1], task[2], e)))
+            bar.advance(task[0].label)
+    else:
+        # fork: workers start in milliseconds and need nothing re-imported;
+        # they run the torch-free engine (and import torch themselves only
+        # for tensor dumps).
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures: dict[Future[PairOutcome], int] = {
+                pool.submit(compare_pair, *t, **kwargs): i for i, t in enumerate(tasks)  # type: ignore[arg-type]
+            }
+            done: dict[int, PairOutcome] = {}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    done[i] = fut.result()
+                except BrokenProcessPool:  # the kernel killed a worker, most likely for memory
+                    done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0], killed=True))
+                except MemoryError:
+                    done[i] = PairOutcome(pair=tasks[i][0], error=out_of_memory(tasks[i][0]))
+                except Exception as e:  # noqa: BLE001  one pair's failure (a full disk ...) must not lose the others
+                    done[i] = PairOutcome(pair=tasks[i][0], error=write_failure(tasks[i][0].label, tasks[i][1],
+                                                                                tasks[i][2], e))
+                bar.advance(tasks[i][0].label, i)
+            outcomes = [done[i] for i in range(len(tasks))]
+    for task, o in zip(tasks, outcomes):
+        if o.error is not None:
+            release_names(task[1], task[2])
+    return CompareRun(outcomes=outcomes, unpaired=pairing.unpaired, output_dir=out)
