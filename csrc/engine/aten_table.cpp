@@ -39,11 +39,6 @@ class AtenTable final : public DeviceTable {
     return rows_++;
   }
 
-  int64_t rows() const override {
-    const std::lock_guard<std::mutex> lock(mu_);
-    return rows_;
-  }
-
   void record(const at::Tensor& x, int64_t row) override {
     const at::Tensor r = row_view(row);
     const c10::DeviceGuard guard(device_);

@@ -4,6 +4,8 @@
 
 #include "engine/engine.h"
 #include "identity/call_assembly.h"
+#include "record/dtype_name.h"
+#include "stats/reducible_types.h"
 
 namespace graphprobe {
 
@@ -35,7 +37,7 @@ std::vector<CallRecord> name_calls(CollectedStep step) {
     TensorRow& t = e.row;
     t.dtype = dtype_name(s.dtype);
     t.shape = std::move(s.shape);
-    t.kind = value_kind(s.dtype);
+    t.kind = stats::value_kind(s.dtype);
     t.numel = s.numel;
     t.max = r.v[kMax];
     t.min = r.v[kMin];

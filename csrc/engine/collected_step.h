@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/row.h"
+#include "record/row.h"
 #include "engine/slot.h"
-#include "format/dump_json.h"
+#include "record/call_record.h"
 #include "identity/call_registry.h"
 
 namespace graphprobe {

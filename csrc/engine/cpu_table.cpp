@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "engine/device_table.h"
-#include "engine/engine.h"
+#include "stats/reducible_types.h"
 #include "runtime/device_runtime.h"
 #include "stats/stats_cpu.h"
 
@@ -22,16 +22,11 @@ class CpuTable final : public DeviceTable {
     return static_cast<int64_t>(rows_.size()) - 1;
   }
 
-  int64_t rows() const override {
-    const std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<int64_t>(rows_.size());
-  }
-
   void record(const at::Tensor& x, int64_t row) override {
     // Reduce before taking the lock: threads probing in parallel only
     // serialise on the short row update below.
     Stats st{0, 0, 0, 0, 0};
-    if (value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0)
+    if (stats::value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0)
       st = compute_stats_cpu(x);
     write(st, row);
   }

@@ -16,8 +16,8 @@
 
 #include "capture/capture_mode.h"
 #include "engine/device_table.h"
-#include "engine/devices_used.h"
 #include "engine/row_write_cuda.h"
+#include "runtime/devices_used.h"
 #include "stats/stats_cuda.h"
 
 namespace graphprobe {
@@ -71,11 +71,6 @@ class CudaTable final : public DeviceTable {
       chunks_.push_back(allocate_zeroed(sizeof(Row) * kChunkRows));
     }
     return rows_++;
-  }
-
-  int64_t rows() const override {
-    const std::lock_guard<std::mutex> lock(mu_);
-    return rows_;
   }
 
   void record(const at::Tensor& x, int64_t row) override {

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/row.h"
+#include "record/row.h"
 
 namespace graphprobe {
 
@@ -25,14 +25,13 @@ class DeviceTable {
   virtual ~DeviceTable() = default;
   // Hands out the next row; allowed while the current stream is capturing.
   virtual int64_t add_row() = 0;
-  virtual int64_t rows() const = 0;
   // Launches the statistics of `x` into `row` on the current stream.
   virtual void record(const at::Tensor& x, int64_t row) = 0;
   // Launches the copy of precomputed statistics (a float64 vector of
   // max, min, sum, sum of squares, NaN count on this device) into `row`,
   // stamping it like record().
   virtual void write_values(const at::Tensor& values, int64_t row) = 0;
-  // Waits for the device, then copies rows [0, rows()) to the host.
+  // Waits for the device, then copies every row handed out so far to the host.
   virtual std::vector<Row> fetch() = 0;
   // Sets the epoch that later kernels stamp into the rows they write.
   virtual void set_epoch(int64_t epoch) = 0;
@@ -42,13 +41,6 @@ class DeviceTable {
   // rows) and returns true; device tables keep theirs (retired, never reused).
   virtual bool forget_rows() { return false; }
 };
-
-// Whether the current stream of `x`'s device is being captured into a graph.
-bool is_capturing(const at::Tensor& x);
-
-// The id of the graph capture under way on the current CUDA stream, 0 when
-// none (always 0 without CUDA).
-uint64_t current_capture_id();
 
 // The table for `device` (its runtime registered): `epoch` and `enabled` as
 // for make_cuda_table.

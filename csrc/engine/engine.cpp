@@ -5,20 +5,11 @@
 
 #include <algorithm>
 
+#include "runtime/capture_state.h"
 #include "runtime/device_runtime.h"
-#include "stats/reducible_types.h"
 #include "writer/save_target.h"
 
 namespace graphprobe {
-
-ValueKind value_kind(c10::ScalarType t) {
-  if (!stats::reducible(t)) return ValueKind::kNoStats;
-  if (t == c10::ScalarType::Bool) return ValueKind::kBoolean;
-  if (c10::isComplexType(t)) return ValueKind::kNoStats;
-  if (c10::isIntegralType(t, /*includeBool=*/false)) return ValueKind::kIntegral;
-  if (c10::isFloatingType(t)) return ValueKind::kFloating;
-  return ValueKind::kNoStats;
-}
 
 namespace {
 
@@ -29,28 +20,6 @@ uint64_t probe_key(int64_t site, int64_t index) {
 }
 
 }  // namespace
-
-std::string dtype_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return "torch.float32";
-    case c10::ScalarType::Double: return "torch.float64";
-    case c10::ScalarType::Half: return "torch.float16";
-    case c10::ScalarType::BFloat16: return "torch.bfloat16";
-    case c10::ScalarType::Long: return "torch.int64";
-    case c10::ScalarType::Int: return "torch.int32";
-    case c10::ScalarType::Short: return "torch.int16";
-    case c10::ScalarType::Char: return "torch.int8";
-    case c10::ScalarType::Byte: return "torch.uint8";
-    case c10::ScalarType::Bool: return "torch.bool";
-    case c10::ScalarType::ComplexFloat: return "torch.complex64";
-    case c10::ScalarType::ComplexDouble: return "torch.complex128";
-    default: {
-      std::string s = c10::toString(t);
-      std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-      return "torch." + s;
-    }
-  }
-}
 
 Engine& Engine::get() {
   static Engine* engine = new Engine();  // intentionally leaked, see header

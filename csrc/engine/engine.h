@@ -25,9 +25,9 @@
 
 #include "engine/collected_step.h"
 #include "engine/device_table.h"
-#include "engine/row.h"
+#include "record/row.h"
 #include "engine/slot.h"
-#include "format/dump_json.h"
+#include "record/call_record.h"
 #include "identity/call_registry.h"
 
 namespace graphprobe {
@@ -161,10 +161,5 @@ class Engine {
   };
   std::map<std::pair<int, int>, Table> tables_;
 };
-
-std::string dtype_name(c10::ScalarType t);
-
-// Which statistics a tensor of type `t` gets (none: only its row is stamped).
-ValueKind value_kind(c10::ScalarType t);
 
 }  // namespace graphprobe

@@ -4,7 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "engine/row.h"
+#include "record/row.h"
 
 namespace graphprobe {
 namespace {

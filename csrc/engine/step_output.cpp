@@ -92,7 +92,7 @@ struct StepJob {
       fs::make_dirs(data_dir);
       file_tensors(*calls, *staging, data_dir);
     }
-    fs::write_file_atomic(*out_dir + "/dump.json", build_dump_json(task, level, *calls, nullptr, data_dir));
+    fs::write_file_atomic(*out_dir + "/dump.json", build_dump_json(task, level, *calls, data_dir));
   }
 };
 

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <utility>
 
 #include "format/json_writer.h"
+#include "record/dump_keys.h"
 
 namespace graphprobe {
 namespace {
@@ -53,9 +55,9 @@ std::string leaf_json(const Leaf& leaf) {
   if (leaf.kind == Leaf::Kind::kNone) return "null";
   json::Writer w(0);
   w.begin_object();
-  w.key("type");
+  w.key(dump_keys::kType);
   w.value_string(leaf.type);
-  if (leaf.kind != Leaf::Kind::kOpaque) w.key("value");
+  if (leaf.kind != Leaf::Kind::kOpaque) w.key(dump_keys::kValue);
   switch (leaf.kind) {
     case Leaf::Kind::kNone: break;  // written as null above
     case Leaf::Kind::kBool: w.value_bool(leaf.b); break;
@@ -78,44 +80,44 @@ void write_stat(json::Writer& w, const TensorRow& r, double v) {
 std::string tensor_leaf(const TensorRow& r) {
   json::Writer w(0);
   w.begin_object();
-  w.key("type");
-  w.value_string("torch.Tensor");
-  w.key("dtype");
+  w.key(dump_keys::kType);
+  w.value_string(dump_keys::kTensorType);
+  w.key(dump_keys::kDtype);
   w.value_string(r.dtype);
-  w.key("shape");
+  w.key(dump_keys::kShape);
   w.begin_array();
   for (int64_t d : r.shape) w.value_integer(d);
   w.end_array();
   const bool has_stats = r.numel > 0 && r.kind != ValueKind::kNoStats;
   const bool nan = r.nan_count > 0;
-  w.key("Max");
+  w.key(dump_keys::kMax);
   if (!has_stats) w.value_null();
   else if (nan) w.value_number(NAN);
   else write_stat(w, r, r.max);
-  w.key("Min");
+  w.key(dump_keys::kMin);
   if (!has_stats) w.value_null();
   else if (nan) w.value_number(NAN);
   else write_stat(w, r, r.min);
   // msprobe leaves Mean and Norm empty for bool tensors.
   const bool has_moments = has_stats && r.kind != ValueKind::kBoolean;
-  w.key("Mean");
+  w.key(dump_keys::kMean);
   if (!has_moments) w.value_null();
   else w.value_number(nan ? NAN : r.sum / static_cast<double>(r.numel));
-  w.key("Norm");
+  w.key(dump_keys::kNorm);
   if (!has_moments) w.value_null();
   else w.value_number(nan ? NAN : std::sqrt(r.sumsq));
-  w.key("requires_grad");
+  w.key(dump_keys::kRequiresGrad);
   w.value_bool(r.requires_grad);
   for (const auto& [key, json_text] : r.extras) {
     w.key(key);
     w.value_raw(json_text);
   }
   if (!r.data_name.empty()) {
-    w.key("data_name");
+    w.key(dump_keys::kDataName);
     w.value_string(r.data_name);
   }
   if (r.writes > 1) {
-    w.key("write_count");
+    w.key(dump_keys::kWriteCount);
     w.value_integer(r.writes);
   }
   w.end_object();
@@ -156,48 +158,20 @@ void emit(json::Writer& w, const Node& n) {
 
 }  // namespace
 
-std::string entry_name(const std::string& entry_template, int64_t n) {
-  std::string out = entry_template;
-  const auto pos = out.find("{n}");
-  if (pos == std::string::npos) return out + "." + std::to_string(n);
-  out.replace(pos, 3, std::to_string(n));
-  return out;
-}
-
-std::string io_name(const Place& place) {
-  std::string out;
-  for (size_t i = 0; i < place.size(); ++i) {
-    if (i == 0) out = place[0] == "input_args" || place[0] == "input_kwargs" ? "input" : place[0];
-    else out += "." + place[i];
-  }
-  return out;
-}
-
-DumpSummary summarize(const std::vector<CallRecord>& calls) {
-  DumpSummary s;
-  s.entries = static_cast<int64_t>(calls.size());
-  for (const CallRecord& c : calls) {
-    s.tensors += static_cast<int64_t>(c.tensors.size());
-    if (std::any_of(c.tensors.begin(), c.tensors.end(), [](const TensorRow& r) { return r.writes > 1; }))
-      s.overwritten.push_back(c.name);
-  }
-  return s;
-}
-
 std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<CallRecord>& calls,
-                            DumpSummary* summary, const std::string& dump_data_dir) {
+                            const std::string& dump_data_dir) {
   json::Writer w(1);
   w.begin_object();
-  w.key("task");
+  w.key(dump_keys::kTask);
   w.value_string(task);
-  w.key("level");
+  w.key(dump_keys::kLevel);
   w.value_string(level);
-  w.key("framework");
+  w.key(dump_keys::kFramework);
   w.value_string("pytorch");
-  w.key("dump_data_dir");
+  w.key(dump_keys::kDumpDataDir);
   if (dump_data_dir.empty()) w.value_null();
   else w.value_string(dump_data_dir);
-  w.key("data");
+  w.key(dump_keys::kData);
   w.begin_object();
   for (const CallRecord& c : calls) {
     // Values in argument order: tensors and non-tensor leaves interleaved
@@ -216,9 +190,10 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
     // Fixed part order, each part present (empty when it holds no tensor);
     // module records also carry `parameters`, as msprobe's do.
     const bool is_module = c.name.rfind("Module.", 0) == 0;
-    for (const char* part : {"input_args", "input_kwargs", "output", "parameters"}) {
-      const bool is_dict = std::string(part) == "input_kwargs" || std::string(part) == "parameters";
-      if (!is_module && std::string(part) == "parameters") continue;
+    for (const std::string_view part :
+         {dump_keys::kInputArgs, dump_keys::kInputKwargs, dump_keys::kOutput, dump_keys::kParameters}) {
+      const bool is_dict = part == dump_keys::kInputKwargs || part == dump_keys::kParameters;
+      if (!is_module && part == dump_keys::kParameters) continue;
       w.key(part);
       Node* found = nullptr;
       for (const auto& kv : root.children)
@@ -235,7 +210,6 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
   }
   w.end_object();
   w.end_object();
-  if (summary) *summary = summarize(calls);
   std::string out = w.take();
   out.push_back('\n');
   return out;

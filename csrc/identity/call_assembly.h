@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "format/dump_json.h"
+#include "record/call_record.h"
 #include "identity/call_registry.h"
 
 namespace graphprobe {

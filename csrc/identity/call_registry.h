@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "format/dump_json.h"
+#include "record/call_record.h"
 
 namespace graphprobe {
 

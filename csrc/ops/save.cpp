@@ -1,6 +1,7 @@
-// Kernels of graphprobe::save (acl_save) for CPU, PrivateUse1 (the NPU) and
-// Meta. The saving itself is writer::save_tensor; the CUDA kernel, with its eager and graph-capture
-// paths, is in csrc/writer/save_cuda.cpp and is built only against a CUDA torch.
+// Kernels of graphprobe::save (acl_save) for CPU, CUDA, PrivateUse1 (the NPU),
+// Meta and vmap. The saving itself is writer::save_tensor; the CUDA half,
+// with its eager and graph-capture paths, is writer::save_tensor_cuda
+// (csrc/writer/save_cuda.cpp), built only against a CUDA torch.
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -14,6 +15,12 @@ void save_host_or_runtime(const at::Tensor& x, c10::string_view path) {
   writer::save_tensor(x, writer::SaveTarget{std::string(path), /*numbered=*/true, nullptr});
 }
 
+#ifdef GRAPHPROBE_WITH_CUDA
+void save_cuda(const at::Tensor& x, c10::string_view path) {
+  writer::save_tensor_cuda(x, writer::SaveTarget{std::string(path), /*numbered=*/true, nullptr});
+}
+#endif
+
 // Tracing (FakeTensor / meta) must not write anything.
 void save_meta(const at::Tensor&, c10::string_view) {}
 
@@ -26,6 +33,9 @@ void save_batched(const at::Tensor&, c10::string_view path) {
 }  // namespace graphprobe
 
 TORCH_LIBRARY_IMPL(graphprobe, CPU, m) { m.impl("save", &graphprobe::save_host_or_runtime); }
+#ifdef GRAPHPROBE_WITH_CUDA
+TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("save", &graphprobe::save_cuda); }
+#endif
 // The NPU: a synchronous host copy eagerly, a captured copy plus host
 // function under capture, through its runtime (writer/save_target.cpp).
 TORCH_LIBRARY_IMPL(graphprobe, PrivateUse1, m) { m.impl("save", &graphprobe::save_host_or_runtime); }

@@ -1,8 +1,8 @@
 #include <pybind11/pybind11.h>
 
-#include "engine/devices_used.h"
 #include "format/pt_archive.h"
 #include "python/bindings.h"
+#include "runtime/devices_used.h"
 #include "writer/writer.h"
 
 namespace py = pybind11;

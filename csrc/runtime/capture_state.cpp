@@ -1,5 +1,6 @@
 // Capture state as the engine asks for it, through the device runtimes.
-#include "engine/device_table.h"
+#include "runtime/capture_state.h"
+
 #include "runtime/device_runtime.h"
 
 namespace graphprobe {

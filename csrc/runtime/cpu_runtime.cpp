@@ -8,7 +8,7 @@
 #include <ATen/ops/zeros.h>
 
 #include "runtime/device_runtime.h"
-#include "writer/immortal.h"
+#include "util/immortal.h"
 
 namespace graphprobe::runtime {
 namespace {

@@ -6,9 +6,9 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "capture/capture_mode.h"
-#include "engine/devices_used.h"
+#include "runtime/devices_used.h"
 #include "runtime/device_runtime.h"
-#include "writer/immortal.h"
+#include "util/immortal.h"
 
 namespace graphprobe::runtime {
 namespace {

@@ -71,6 +71,13 @@ class DeviceRuntime {
   virtual void synchronize(c10::DeviceIndex device) = 0;
 };
 
+// The start of every error for a CUDA tensor met by a build against a
+// CPU-only torch; the caller ends it with what it could not do ("record
+// CUDA tensors").
+inline constexpr char kBuiltWithoutCuda[] =
+    "graphprobe was built without CUDA support; reinstall it against a CUDA build of torch "
+    "(pip install --no-build-isolation .) to ";
+
 // The runtime of `type`. Throws a message naming the device and the
 // supported ones when none is registered.
 DeviceRuntime& runtime_for(c10::DeviceType type);

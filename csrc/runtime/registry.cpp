@@ -36,9 +36,7 @@ DeviceRuntime* find_runtime(c10::DeviceType type) {
 
 DeviceRuntime& runtime_for(c10::DeviceType type) {
   if (DeviceRuntime* rt = find_runtime(type)) return *rt;
-  TORCH_CHECK(type != c10::DeviceType::CUDA,
-              "graphprobe was built without CUDA support; reinstall it against a CUDA build of torch "
-              "(pip install --no-build-isolation .) to record CUDA tensors");
+  TORCH_CHECK(type != c10::DeviceType::CUDA, kBuiltWithoutCuda, "record CUDA tensors");
   TORCH_CHECK(type != c10::DeviceType::PrivateUse1,
               "graphprobe: tensors on ", c10::DeviceTypeName(type, /*lower_case=*/true),
               " are not supported: no device runtime is registered for it. On Ascend NPUs import torch_npu "

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "record/value_kind.h"
+
 // _(C++ element type, c10::ScalarType name)
 #define GRAPHPROBE_FORALL_REDUCIBLE_TYPES(_) \
   _(bool, Bool)                              \
@@ -43,6 +45,16 @@ constexpr bool reducible(c10::ScalarType t) {
     default:
       return false;
   }
+}
+
+// Which statistics a tensor of type `t` gets (none: only its row is stamped).
+inline ValueKind value_kind(c10::ScalarType t) {
+  if (!reducible(t)) return ValueKind::kNoStats;
+  if (t == c10::ScalarType::Bool) return ValueKind::kBoolean;
+  if (c10::isComplexType(t)) return ValueKind::kNoStats;
+  if (c10::isIntegralType(t, /*includeBool=*/false)) return ValueKind::kIntegral;
+  if (c10::isFloatingType(t)) return ValueKind::kFloating;
+  return ValueKind::kNoStats;
 }
 
 // Calls f(static_cast<const T*>(nullptr)) with T the element type of `t`.

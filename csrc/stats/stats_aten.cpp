@@ -4,8 +4,8 @@
 
 #include <limits>
 
-#include "engine/engine.h"
-#include "engine/row.h"
+#include "record/row.h"
+#include "stats/reducible_types.h"
 
 namespace graphprobe::stats {
 

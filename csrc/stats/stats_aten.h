@@ -9,7 +9,7 @@
 
 namespace graphprobe::stats {
 
-// The 32-bit words of a device row (a Row's columns, engine/row.h): max, min,
+// The 32-bit words of a device row (a Row's columns, record/row.h): max, min,
 // sum and sum of squares are float32 bit patterns; NaN count, stamp,
 // sequence and write count are int32.
 constexpr int64_t kDeviceRowWords = 8;

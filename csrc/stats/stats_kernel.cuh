@@ -34,7 +34,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "engine/row.h"
+#include "record/row.h"
 
 namespace graphprobe::kernels {
 

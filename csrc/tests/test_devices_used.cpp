@@ -1,9 +1,9 @@
-// The devices graphprobe used (engine/devices_used.h): what flush() syncs.
+// The devices graphprobe used (runtime/devices_used.h): what flush() syncs.
 #include <thread>
 #include <vector>
 
 #include "check.h"
-#include "engine/devices_used.h"
+#include "runtime/devices_used.h"
 
 namespace {
 

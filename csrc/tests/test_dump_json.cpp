@@ -5,6 +5,7 @@
 #include "check.h"
 #include "format/dump_json.h"
 #include "format/json_writer.h"
+#include "record/call_record.h"
 
 using graphprobe::TensorRow;
 using graphprobe::ValueKind;
@@ -52,8 +53,8 @@ void numbers() {
 void calls_are_written_in_the_given_order() {
   graphprobe::CallRecord child{"Module.blk.fc.Linear.forward.0", {row({"input_args", "0"}, 1, 0, 1, 1, 2)}, {}};
   graphprobe::CallRecord parent{"Module.blk.Block.forward.0", {row({"output", "0"}, 4, 0, 4, 16, 2)}, {}};
-  graphprobe::DumpSummary summary;
-  const std::string doc = graphprobe::build_dump_json("statistics", "L0", {child, parent}, &summary);
+  const std::string doc = graphprobe::build_dump_json("statistics", "L0", {child, parent});
+  const graphprobe::DumpSummary summary = graphprobe::summarize({child, parent});
   CHECK_EQ(summary.entries, 2);
   CHECK_EQ(summary.tensors, 2);
   CHECK(doc.find("\"Module.blk.fc.Linear.forward.0\"") < doc.find("\"Module.blk.Block.forward.0\""));
@@ -87,7 +88,7 @@ void kinds_nesting_leaves_and_write_counts() {
                                leaf({"input_kwargs", "scale"}, 3, "float", Kind::kFloat, "", 0.5),
                                leaf({"input_kwargs", "none"}, 4, "NoneType", Kind::kNone),
                                leaf({"input_kwargs", "a.b"}, 6, "dtype", Kind::kOpaque)}};
-  const std::string doc = graphprobe::build_dump_json("statistics", "L0", {call}, nullptr);
+  const std::string doc = graphprobe::build_dump_json("statistics", "L0", {call});
   CHECK(contains(doc, "\"Max\":300,\"Min\":-125"));                        // integers stay integers
   CHECK(contains(doc, "{\"type\":\"int\",\"value\":123456789012345678901234567890}"));  // any size
   CHECK(contains(doc, "null,"));                                           // input_args[2][0] unknown
@@ -102,8 +103,7 @@ void kinds_nesting_leaves_and_write_counts() {
   // Keyword inputs keep argument order: scale, none, mask, a.b.
   const auto scale = doc.find("\"scale\""), none = doc.find("\"none\""), mask = doc.find("\"mask\"");
   CHECK(scale < none && none < mask && mask < doc.find("\"a.b\""));
-  graphprobe::DumpSummary summary;
-  graphprobe::build_dump_json("statistics", "L0", {graphprobe::CallRecord{"E.0", {flags}, {}}}, &summary);
+  const graphprobe::DumpSummary summary = graphprobe::summarize({graphprobe::CallRecord{"E.0", {flags}, {}}});
   CHECK_EQ(summary.overwritten.size(), size_t{1});
 }
 
@@ -111,7 +111,7 @@ void a_dict_with_index_like_keys_is_still_a_dict() {
   graphprobe::CallRecord call{"E.0", {row({"output", "0", "0"}, 1, 1, 1, 1, 1), row({"output", "0", "x"}, 2, 2, 2, 4, 1)},
                               {}};
   call.tensors[1].order = 1;
-  const std::string doc = graphprobe::build_dump_json("statistics", "L0", {call}, nullptr);
+  const std::string doc = graphprobe::build_dump_json("statistics", "L0", {call});
   CHECK(contains(doc, "\"0\": {"));
   CHECK(contains(doc, "\"x\": {"));
 }

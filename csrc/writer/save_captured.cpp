@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "writer/immortal.h"
+#include "util/immortal.h"
 #include "writer/writer.h"
 
 namespace graphprobe::writer {

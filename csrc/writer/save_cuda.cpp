@@ -1,5 +1,6 @@
-// The CUDA kernel of graphprobe::save (acl_save). Built only against a CUDA
-// torch (setup.py compiles *_cuda.cpp files then).
+// The CUDA half of writer::save_tensor, behind the CUDA kernel of
+// graphprobe::save (acl_save, registered in ops/save.cpp). Built only against
+// a CUDA torch (setup.py compiles *_cuda.cpp files then).
 //
 // Eager: an asynchronous copy into pinned host memory and an event on the
 // caller's stream; the writer thread polls the event. The caller's host
@@ -14,14 +15,13 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "capture/capture_mode.h"
-#include "engine/devices_used.h"
+#include "runtime/devices_used.h"
 #include "runtime/device_runtime.h"
 #include "writer/device_thread.h"
 #include "writer/save_captured.h"
@@ -117,14 +117,4 @@ void save_tensor_cuda(const at::Tensor& x, const SaveTarget& target) {
 }
 
 }  // namespace writer
-
-namespace {
-
-void save_cuda(const at::Tensor& x, c10::string_view path) {
-  writer::save_tensor_cuda(x, writer::SaveTarget{std::string(path), /*numbered=*/true, nullptr});
-}
-
-}  // namespace
 }  // namespace graphprobe
-
-TORCH_LIBRARY_IMPL(graphprobe, CUDA, m) { m.impl("save", &graphprobe::save_cuda); }

@@ -60,8 +60,7 @@ void save_tensor(const at::Tensor& x, const SaveTarget& target) {
 
 #ifndef GRAPHPROBE_WITH_CUDA
 void save_tensor_cuda(const at::Tensor&, const SaveTarget&) {
-  TORCH_CHECK(false, "graphprobe was built without CUDA support; reinstall it against a CUDA build of torch "
-                     "(pip install --no-build-isolation .) to save CUDA tensors");
+  TORCH_CHECK(false, runtime::kBuiltWithoutCuda, "save CUDA tensors");
 }
 #endif
 

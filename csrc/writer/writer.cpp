@@ -13,7 +13,7 @@
 #include <exception>
 
 #include "fs/atomic_file.h"
-#include "writer/immortal.h"
+#include "util/immortal.h"
 #include "writer/save_file.h"
 
 namespace graphprobe::writer {

@@ -6,12 +6,12 @@
 #include <c10/util/Exception.h>
 
 #include "engine/device_table.h"
+#include "runtime/device_runtime.h"
 
 namespace graphprobe {
 
 std::unique_ptr<DeviceTable> make_cuda_table(int, int64_t, bool) {
-  TORCH_CHECK(false, "graphprobe was built without CUDA support; reinstall it against a CUDA build of torch "
-                     "(pip install --no-build-isolation .) to record CUDA tensors");
+  TORCH_CHECK(false, runtime::kBuiltWithoutCuda, "record CUDA tensors");
 }
 
 }  // namespace graphprobe

@@ -1,11 +1,11 @@
-#include "engine/devices_used.h"
+#include "runtime/devices_used.h"
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <set>
 
-#include "writer/immortal.h"
+#include "util/immortal.h"
 
 namespace graphprobe {
 namespace {
