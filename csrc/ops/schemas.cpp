@@ -1,4 +1,18 @@
-// Every graphprobe operator schema, in one place.
+// Every graphprobe operator schema, in one place, and where each registers
+// its kernels (TORCH_LIBRARY_IMPL), by dispatch key:
+//
+//   op                    kernels in              dispatch keys
+//   record_stats          ops/record_stats.cpp    CPU SparseCPU SparseCsrCPU CUDA PrivateUse1
+//                                                 CompositeExplicitAutograd Meta FuncTorchBatched
+//   record_stats_fusable  ops/record_stats.cpp    (as record_stats)
+//   record_mirror         ops/record_stats.cpp    (as record_stats)
+//   record_values         ops/record_values.cpp   CPU CUDA PrivateUse1 CompositeExplicitAutograd Meta
+//   save                  ops/save.cpp            CPU CUDA* PrivateUse1 Meta FuncTorchBatched
+//
+// * only in a build against a CUDA torch (GRAPHPROBE_WITH_CUDA).
+// The Meta kernels are the fake kernels torch.compile traces with; every op
+// passes torch.library.opcheck (tests/test_ops_opcheck.py, which also checks
+// this table against the dispatcher).
 //
 // The ops return nothing and declare no mutation: a declared mutation would
 // make inductor's cudagraph trees skip the graph and invite
