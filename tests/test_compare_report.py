@@ -184,3 +184,35 @@ def test_report_lists_the_worst_rows_when_there_are_too_many(tmp_path: Path, mon
     rows = rows_of(html)
     assert len(rows) == 3 and [r[1] for r in rows[:2]] == ["error", "error"]
     assert "The 3 worst of 12 rows" in html
+
+
+def test_report_explains_the_first_divergence_as_the_summary_does(tmp_path: Path) -> None:
+    import html as html_lib
+
+    from graphprobe.compare.summary import format_summary
+
+    # Layer 1's output is 3x the bench's (the injected fault): layer 0 agrees exactly.
+    t = write_dump(tmp_path / "t.json", simple_model_dump(3.0, 1))
+    b = write_dump(tmp_path / "b.json", simple_model_dump())
+    run = compare(t, b, tmp_path / "out", progress=False)
+    (outcome,) = run.outcomes
+    page = html_lib.unescape(outcome.report_path.read_text())
+    d = outcome.divergence
+    assert d is not None and d.entry == "Module.layers.1.Linear.forward.0"
+    assert d.message and f"Why: {d.message}" in page
+    # The same words as the terminal summary: the explanation, the noise upstream
+    # (layer 0 and the input agree exactly: 0) and the float32 floor (1e-4 relative).
+    summary = format_summary(run, 10)
+    assert f"first divergence: {d.entry} ({d.message})" in summary
+    noise = "noise upstream: max 0 (0x the floor) over "
+    assert noise in summary and noise in page
+    floors = "noise floors (relative error; Mean/Norm, Max/Min): float32 1e-4/1e-4"
+    assert floors in summary and floors in page
+
+
+def test_report_without_divergence_shows_the_noise_seen(tmp_path: Path) -> None:
+    t = write_dump(tmp_path / "t.json", simple_model_dump())
+    run = compare(t, t, tmp_path / "out", progress=False)
+    page = run.outcomes[0].report_path.read_text()
+    assert "Why:" not in page
+    assert "noise seen: max 0 (0x the floor) over " in page

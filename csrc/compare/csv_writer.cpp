@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compare/cell_text.h"
 #include "compare/msprobe_values.h"
 #include "format/json_writer.h"
 #include "fs/atomic_file.h"

@@ -14,13 +14,15 @@
 #include "format/json_reader.h"
 #include "format/json_writer.h"
 #include "fs/atomic_file.h"
+#include "record/dump_keys.h"
 
 namespace graphprobe::compare {
 namespace {
 
 using json::Value;
+namespace keys = graphprobe::dump_keys;
 
-constexpr std::array<const char*, kNumStats> kStatKeys = {"Max", "Min", "Mean", "Norm"};
+constexpr std::array<const char*, kNumStats> kStatKeys = {keys::kMax, keys::kMin, keys::kMean, keys::kNorm};
 
 // Whether one of the last two dot-separated components of name is c.
 bool in_last_two(const std::string& name, std::string_view c) {
@@ -67,11 +69,11 @@ class Walker {
       const char* row;
       Role role;
     };
-    static constexpr Part kParts[] = {{"input_args", ".input", Role::kInput},
-                                      {"input_kwargs", ".input", Role::kInput},
+    static constexpr Part kParts[] = {{keys::kInputArgs, ".input", Role::kInput},
+                                      {keys::kInputKwargs, ".input", Role::kInput},
                                       {"input", ".input", Role::kInput},
-                                      {"parameters", ".parameters", Role::kInput},
-                                      {"output", ".output", Role::kOutput}};
+                                      {keys::kParameters, ".parameters", Role::kInput},
+                                      {keys::kOutput, ".output", Role::kOutput}};
     for (const Part& part : kParts) {
       const Value* p = v.find(part.key);
       if (!p) continue;
@@ -102,12 +104,12 @@ class Walker {
         if (const Value* ct = v.find("class_type"); ct && ct->is_string() && ct->as_string() == "torch.distributed.P2POp") {
           // A P2POp is judged by the tensor it carries.
           const Value* t = v.find("tensor");
-          if (t && t->is_object() && t->find("type")) leaf(*t, name, path + ".tensor");
+          if (t && t->is_object() && t->find(keys::kType)) leaf(*t, name, path + ".tensor");
           else placeholder(name);
           return;
         }
         // A dict without "type" is a container (nested kwargs, dict outputs).
-        if (v.find("type")) leaf(v, name, path);
+        if (v.find(keys::kType)) leaf(v, name, path);
         else children(v, name, path);
         return;
       }
@@ -171,7 +173,7 @@ class Walker {
   void value_leaf(const Value& v, const std::string& type, const std::string& name, const std::string& path) {
     TensorRecord r = record(name);
     r.is_tensor = false;
-    const Value* value = v.find("value");
+    const Value* value = v.find(keys::kValue);
     const std::string last = last_component(name);
     if (type == "torch.Size") {
       r.dtype = type;
@@ -201,14 +203,14 @@ class Walker {
       r.dtype = std::string("<class '") + python_type(value) + "'>";
       value_stats(r, value);
     }
-    if (const Value* rg = v.find("requires_grad"); rg && rg->is_bool()) r.requires_grad = rg->as_bool();
+    if (const Value* rg = v.find(keys::kRequiresGrad); rg && rg->is_bool()) r.requires_grad = rg->as_bool();
     dump_.rows.push_back(std::move(r));
   }
 
   void leaf(const Value& v, const std::string& name, const std::string& path) {
-    const Value* type = v.find("type");
+    const Value* type = v.find(keys::kType);
     if (!type->is_string()) fail(path + ".type", std::string("expected a string, found ") + Value::kind_name(type->kind()));
-    const Value* dtype = v.find("dtype");
+    const Value* dtype = v.find(keys::kDtype);
     const std::string& t = type->as_string();
     const bool tensor_type = t.size() >= 6 && (t.compare(t.size() - 6, 6, "Tensor") == 0 || t == "torch.nn.parameter.Parameter");
     if (tensor_type && !dtype) fail(path, "tensor record without \"dtype\"");
@@ -222,7 +224,7 @@ class Walker {
     if (!dtype->is_string()) fail(path + ".dtype", std::string("expected a string, found ") + Value::kind_name(dtype->kind()));
     r.dtype = dtype->as_string();
 
-    const Value* shape = v.find("shape");
+    const Value* shape = v.find(keys::kShape);
     if (!shape) fail(path, "tensor record without \"shape\"");
     if (!shape->is_array()) fail(path + ".shape", std::string("expected a list, found ") + Value::kind_name(shape->kind()));
     for (size_t i = 0; i < shape->items().size(); ++i) {
@@ -232,12 +234,12 @@ class Walker {
       r.shape.push_back(static_cast<int64_t>(d.as_number()));
     }
 
-    if (const Value* rg = v.find("requires_grad"); rg && !rg->is_null()) {
+    if (const Value* rg = v.find(keys::kRequiresGrad); rg && !rg->is_null()) {
       if (!rg->is_bool()) fail(path + ".requires_grad", std::string("expected true or false, found ") + Value::kind_name(rg->kind()));
       r.requires_grad = rg->as_bool();
     }
 
-    if (const Value* dn = v.find("data_name"); dn && !dn->is_null()) {
+    if (const Value* dn = v.find(keys::kDataName); dn && !dn->is_null()) {
       if (!dn->is_string()) fail(path + ".data_name", std::string("expected a string, found ") + Value::kind_name(dn->kind()));
       r.data_name = dn->as_string();
     }
@@ -267,25 +269,6 @@ class Walker {
 };
 
 }  // namespace
-
-std::string format_number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, res.ptr);
-}
-
-std::string shape_of(const TensorRecord& r) { return r.shape_text.empty() ? shape_str(r.shape) : r.shape_text; }
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
 
 namespace {
 
@@ -417,13 +400,13 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
     size_t released = 0;
     while (retrying(in, feed, [&] { return in.next_key(key); })) {
       if (std::find(top_keys.begin(), top_keys.end(), key) != top_keys.end()) {
-        if (key != "data")
+        if (key != keys::kData)
           add_note(dump, note_count, "in the document, key " + json::quote(key) + " (line " +
                                          std::to_string(in.position().first) + ") appears again; the last value is used");
       } else if (top_keys.size() < 64) {
         top_keys.push_back(key);
       }
-      if (key == "data") {
+      if (key == keys::kData) {
         if (has_data) {
           add_note(dump, note_count, "key \"data\" appears again at line " + std::to_string(in.position().first) +
                                          "; the last one is used");
@@ -457,7 +440,7 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
         return in.value();
       });
       note_duplicates(dump, note_count, dups, json::quote(key));
-      if (key == "task") dump.task = v.is_string() ? v.as_string() : std::string();
+      if (key == keys::kTask) dump.task = v.is_string() ? v.as_string() : std::string();
     }
     retrying(in, feed, [&] {
       in.finish();

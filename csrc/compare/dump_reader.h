@@ -98,13 +98,4 @@ Dump parse_dump(std::string_view text, const std::string& source);
 // Throws fs::IoError when the file cannot be read.
 Dump read_dump(const std::string& path);
 
-// "1.5" -> "1.5", used in messages; shortest round-trip, nan/inf lower-case.
-std::string format_number(double v);
-
-// [2, 8, 64], as msprobe writes shapes in its CSV and messages.
-std::string shape_str(const std::vector<int64_t>& s);
-
-// The record's shape as msprobe shows it: shape_text when set, else shape_str.
-std::string shape_of(const TensorRecord& r);
-
 }  // namespace graphprobe::compare

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "compare/cell_text.h"
 #include "compare/first_divergence.h"
 #include "compare/matching.h"
 #include "compare/tensor_verdicts.h"

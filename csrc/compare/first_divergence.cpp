@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "compare/cell_text.h"
 #include "compare/entry_ranges.h"
 #include "compare/msprobe_values.h"
 

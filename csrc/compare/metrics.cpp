@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compare/cell_text.h"
 #include "compare/msprobe_values.h"
 
 namespace graphprobe::compare {

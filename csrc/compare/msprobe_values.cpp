@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "compare/cell_text.h"
+
 namespace graphprobe::compare {
 namespace {
 

@@ -5,7 +5,7 @@
 namespace graphprobe::compare {
 namespace {
 
-// Starting values (issue 25): ~100x the relative rounding of one operation
+// Starting values: ~100x the relative rounding of one operation
 // in the aggregate stats (eager vs inductor on float32 models shows ~1e-6),
 // and for the extremes about an ulp of the dtype (bfloat16: 2^-7 = 7.8e-3,
 // doubled; float8 e4m3: 2^-3; e5m2: 2^-2, doubled). Calibrated against

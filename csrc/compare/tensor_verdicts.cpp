@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compare/cell_text.h"
 #include "compare/entry_ranges.h"
 
 namespace graphprobe::compare {

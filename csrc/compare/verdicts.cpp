@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compare/cell_text.h"
 #include "compare/entry_ranges.h"
 #include "compare/msprobe_values.h"
 

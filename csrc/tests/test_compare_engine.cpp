@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "compare/cell_text.h"
 #include "compare/csv_writer.h"
 #include "compare/engine.h"
 #include "compare/first_divergence.h"

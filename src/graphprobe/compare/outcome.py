@@ -196,7 +196,7 @@ def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint
     Both reductions run in C++; only their results cross into Python."""
     worst = [row_digest(row) for row in result.worst_rows(max(top, 0))]
     # Made one by one in C++ (slotted, verdict strings shared): a large
-    # compare's digest stays small next to its records (issue 17).
+    # compare's digest stays small next to its records.
     points = result.entry_points(EntryPoint)
     return worst, points
 
