@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graphprobe import saving
+from graphprobe import writer
 
 
 class _UsedDevices:
@@ -29,7 +29,7 @@ class _UsedDevices:
 @pytest.fixture
 def fake_cuda(monkeypatch):
     synced: list[int] = []
-    cuda = saving.torch.cuda
+    cuda = writer.torch.cuda
     monkeypatch.setattr(cuda, "is_available", lambda: True)
     monkeypatch.setattr(cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(cuda, "device_count", lambda: 8)
@@ -38,23 +38,23 @@ def fake_cuda(monkeypatch):
 
 
 def test_flush_synchronises_only_used_devices(fake_cuda, monkeypatch):
-    monkeypatch.setattr(saving, "_C", _UsedDevices(saving._C, [1, 3]))
-    saving.flush()
+    monkeypatch.setattr(writer, "_C", _UsedDevices(writer._C, [1, 3]))
+    writer.flush()
     assert fake_cuda == [1, 3]
 
 
 def test_nothing_used_nothing_synchronised(fake_cuda, monkeypatch):
-    monkeypatch.setattr(saving, "_C", _UsedDevices(saving._C, []))
-    saving.flush()
+    monkeypatch.setattr(writer, "_C", _UsedDevices(writer._C, []))
+    writer.flush()
     assert fake_cuda == []
 
 
 def test_uninitialised_cuda_is_not_touched(monkeypatch):
-    monkeypatch.setattr(saving.torch.cuda, "is_initialized", lambda: False)
-    monkeypatch.setattr(saving, "_C", _UsedDevices(saving._C, [0]))
-    assert saving._devices_to_synchronize() == []
+    monkeypatch.setattr(writer.torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(writer, "_C", _UsedDevices(writer._C, [0]))
+    assert writer._devices_to_synchronize() == []
 
 
 def test_the_engine_reports_no_device_without_cuda():
     # This build has no CUDA: nothing can have been used.
-    assert list(saving._C.cuda_devices_used()) == []
+    assert list(writer._C.cuda_devices_used()) == []

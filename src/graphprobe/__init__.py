@@ -37,7 +37,7 @@ _LAZY = {
     "load_config": "graphprobe.config",
     "acl_save": "graphprobe.saving",
     "save": "graphprobe.saving",
-    "flush": "graphprobe.saving",
+    "flush": "graphprobe.writer",
 }
 
 

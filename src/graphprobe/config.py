@@ -34,8 +34,11 @@ __all__ = [
 ]
 
 TASKS = ("statistics", "tensor")
-LEVELS = ("L0", "L1", "mix")
-SUPPORTED_LEVELS = ("L0", "L1", "mix")
+#: Each level and what it records: (module calls, API calls). L0 records
+#: modules, L1 APIs (torch functions, Tensor methods), mix both.
+LEVEL_RECORDS: dict[str, tuple[bool, bool]] = {"L0": (True, False), "L1": (False, True), "mix": (True, True)}
+LEVELS = tuple(LEVEL_RECORDS)
+DEFAULT_LEVEL = "L0"
 ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "dump_enable")
 STATISTICS_KEYS = ("list",)
 MAX_PATH = 4096
@@ -59,11 +62,21 @@ class DumpConfig:
 
     dump_path: str
     task: str = "statistics"
-    level: str = "L0"
+    level: str = DEFAULT_LEVEL
     ranks: tuple[range, ...] = ()  # sorted disjoint ranges; empty: every rank records
     keywords: tuple[str, ...] = ()  # empty: every module / API records
     dump_enable: bool = True
     source: str | None = field(default=None, compare=False)
+
+    @property
+    def records_modules(self) -> bool:
+        """Whether this level records module calls (L0, mix)."""
+        return LEVEL_RECORDS.get(self.level, (False, False))[0]
+
+    @property
+    def records_apis(self) -> bool:
+        """Whether this level records API calls (L1, mix)."""
+        return LEVEL_RECORDS.get(self.level, (False, False))[1]
 
     def selects_rank(self, rank: int) -> bool:
         """Whether ``rank`` records under this configuration."""
@@ -186,13 +199,11 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
         raise ConfigValueError("config field 'dump_path' is required: the folder that receives step*/ dumps")
     dump_path = check_path(data["dump_path"], "dump_path")
 
-    level = data.get("level", "L0")
+    level = data.get("level", DEFAULT_LEVEL)
     if not isinstance(level, str):
         raise _type_error("level", level, f"one of {list(LEVELS)}")
     if level not in LEVELS:
         raise _value_error("level", level, f"one of {list(LEVELS)}")
-    if level not in SUPPORTED_LEVELS:
-        raise _value_error("level", level, f"one of {list(SUPPORTED_LEVELS)} ({level} is not yet supported)")
 
     ranks = parse_ranks(data.get("rank", []))
 

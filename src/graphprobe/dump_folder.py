@@ -1,5 +1,6 @@
-"""Checks ``start()`` makes before anything is wired: the dump folder and the
-module names that become record names."""
+"""The dump folder ``start()`` prepares before anything is wired: created,
+its step folders listed, stale staging folders of dead processes removed.
+The module names are checked in :mod:`graphprobe.module_names`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,9 @@ import os
 import re
 import shutil
 
-import torch
+from graphprobe.output_files import DIR_MODE
 
-from graphprobe._text import first_unsafe
-
-__all__ = ["STAGING_PREFIX", "check_module_names", "prepare_dump_path", "remove_stale_staging", "step_folders"]
+__all__ = ["STAGING_PREFIX", "prepare_dump_path", "remove_stale_staging", "step_folders"]
 
 STAGING_PREFIX = ".staging_pid"
 """The tensor task stages tensors in ``dump_path/.staging_pid{P}`` (P: the
@@ -22,7 +21,7 @@ _STEP_FOLDER = re.compile(r"step[0-9]+")
 
 
 def prepare_dump_path(dump_path: str) -> str:
-    """Creates ``dump_path`` (mode 0750) and returns it as an absolute path,
+    """Creates ``dump_path`` (mode ``output_files.DIR_MODE``) and returns it as an absolute path,
     so that the writer thread and the tensor task's staging folder do not
     follow a later ``os.chdir()``. Errors name the field and what is there."""
     full = os.path.abspath(dump_path)
@@ -32,7 +31,7 @@ def prepare_dump_path(dump_path: str) -> str:
     if os.path.exists(full) and not os.path.isdir(full):
         raise NotADirectoryError(f"{shown} exists and is not a folder; give a folder path")
     try:
-        os.makedirs(full, mode=0o750, exist_ok=True)
+        os.makedirs(full, mode=DIR_MODE, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise NotADirectoryError(f"{shown}: a parent of it is a file, not a folder") from None
     except PermissionError:
@@ -90,35 +89,3 @@ def remove_stale_staging(dump_path: str) -> list[str]:
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.path)
     return removed
-
-
-def check_module_names(model: torch.nn.Module) -> None:
-    """Refuses module and class names holding a control character (NUL, ESC,
-    newline ...): the C++ engine reads names as C strings, so a NUL would cut
-    the name and two records would share one file.
-
-    Each module is visited once, so a module graph with a cycle (a module
-    registered as a child of its own descendant) cannot recurse forever; a
-    record name is a path of child names, so checking every child name of
-    every module checks every name."""
-    seen: set[int] = set()
-    todo: list[tuple[str, torch.nn.Module]] = [("", model)]
-    while todo:
-        path, module = todo.pop()
-        if id(module) in seen:
-            continue
-        seen.add(id(module))
-        _check_name("class name", type(module).__name__)
-        for key, child in module._modules.items():
-            if child is None:
-                continue
-            _check_name("module name", f"{path}.{key}" if path else key, key)
-            todo.append((f"{path}.{key}" if path else key, child))
-
-
-def _check_name(what: str, text: str, part: str | None = None) -> None:
-    bad = first_unsafe(text if part is None else part, ("Cc",))
-    if bad is not None:
-        at = bad[0] + (len(text) - len(part) if part is not None else 0)
-        raise ValueError(f"AclGraphDumper.start: {what} {text!r} holds a control character ({bad[1]} at "
-                         f"index {at}); record names cannot hold one: rename the submodule")

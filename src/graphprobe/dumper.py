@@ -31,10 +31,11 @@ import torch
 
 from graphprobe import _ops
 from graphprobe import npu as _npu
-from graphprobe import saving as _saving  # noqa: F401  (its atexit hook writes pending dump.json files)
+from graphprobe import writer as _writer  # noqa: F401  (its atexit hook writes pending dump.json files)
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
-from graphprobe.dump_folder import STAGING_PREFIX, check_module_names, prepare_dump_path, remove_stale_staging, step_folders
+from graphprobe.dump_folder import STAGING_PREFIX, prepare_dump_path, remove_stale_staging, step_folders
 from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
+from graphprobe.module_names import check_module_names
 from graphprobe.output_files import make_dirs
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
@@ -195,9 +196,9 @@ class AclGraphDumper:
             wired.staging = os.path.join(self.config.dump_path, f"{STAGING_PREFIX}{os.getpid()}")
             make_dirs(wired.staging)
             _C.set_tensor_staging(wired.staging)
-        if self.config.level in ("L0", "mix"):
+        if self.config.records_modules:
             wired.wiring.append(ModuleWiring(model, self.config.keywords))
-        if self.config.level in ("L1", "mix"):
+        if self.config.records_apis:
             wired.wiring.append(ApiWiring(model, self.config.keywords))
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
         self._failed_records_base = _C.writer_stats()["failed_records"]
@@ -471,7 +472,7 @@ def _at_exit() -> None:
     no ``stop()``): the tensors staged for a step that will never end are
     not written (so that the exit is prompt), and the staging folder is
     removed once the finished steps' files are out of it. Registered after
-    graphprobe.saving's hook, so it runs before the writer is shut down."""
+    graphprobe.writer's hook, so it runs before the writer is shut down."""
     wired = AclGraphDumper._live
     if wired is None or wired.staging is None:
         return

@@ -555,13 +555,13 @@ def used_devices_only(tmp: str) -> str | None:
     GPU, using cuda:1 creates no context on cuda:0 (writer thread included)."""
     torch = _torch()
     import graphprobe
-    from graphprobe import saving
+    from graphprobe import writer
 
     if torch.cuda.device_count() < 2:
         x = torch.ones(8, device="cuda:0")
         graphprobe.acl_save(x, os.path.join(tmp, "d.pt"))
         graphprobe.flush()
-        assert saving._devices_to_synchronize() == [0], saving._devices_to_synchronize()
+        assert writer._devices_to_synchronize() == [0], writer._devices_to_synchronize()
         return "one GPU: cuda:1 part not applicable"
     from dtype_sweep import cases, record_captured, sweep_problems
 
@@ -572,7 +572,7 @@ def used_devices_only(tmp: str) -> str | None:
         named = [(n, t) for n, t in cases() if n in ("torch.float32", "torch.bfloat16", "complex64")]
         data = record_captured(tmp, [t for _, t in named])  # on the current device, cuda:1
         assert not sweep_problems(data, named)
-    assert saving._devices_to_synchronize() == [1], saving._devices_to_synchronize()
+    assert writer._devices_to_synchronize() == [1], writer._devices_to_synchronize()
     assert not torch._C._cuda_hasPrimaryContext(0), "graphprobe created a context on cuda:0"
     return None
 

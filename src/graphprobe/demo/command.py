@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from graphprobe._cli_types import int_at_least
+from graphprobe.config import DEFAULT_LEVEL, LEVELS
 
 __all__ = ["register", "run"]
 
@@ -24,7 +25,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--inject-fault", metavar="MODULE[:SCALE]",
                    help="scale MODULE's output (default scale 2.0) in the graph-mode run, e.g. layers.1.mlp")
-    p.add_argument("--level", choices=("L0", "L1", "mix"), default="L0", help="what to record (default: %(default)s)")
+    p.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help="what to record (default: %(default)s)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: %(default)s)")
     p.add_argument("--steps", type=int_at_least(1), default=3, help="recorded steps (default: %(default)s)")
     p.add_argument("--out", default="./graphprobe_demo", help="output folder (default: %(default)s)")

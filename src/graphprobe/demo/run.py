@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from graphprobe.config import DEFAULT_LEVEL, LEVELS
 from graphprobe.demo.model import build_demo_model, demo_inputs
 from graphprobe.output_files import make_dirs, write_text_atomic
 
@@ -25,7 +26,7 @@ class DemoOptions:
     """What ``graphprobe demo`` runs."""
 
     out: str = "./graphprobe_demo"
-    level: str = "L0"
+    level: str = DEFAULT_LEVEL
     device: str = "auto"  # auto: cuda when available
     steps: int = 3
     inject_fault: str | None = None  # "MODULE[:SCALE]", e.g. "layers.1.mlp:2.0"
@@ -169,8 +170,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
     say = options.progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     if options.steps < 1:
         raise ValueError(f"--steps: got {options.steps}; allowed: 1 or more")
-    if options.level not in ("L0", "L1", "mix"):
-        raise ValueError(f"--level: got {options.level!r}; allowed: L0, L1, mix")
+    if options.level not in LEVELS:
+        raise ValueError(f"--level: got {options.level!r}; allowed: {', '.join(LEVELS)}")
     device = _resolve_device(options.device)
     graph_mode = "cuda-graph" if device.type == "cuda" else "torch.compile"
     make_dirs(options.out)
