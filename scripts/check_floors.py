@@ -64,14 +64,17 @@ PY_FLOORS: dict[str, int] = {
     "graphprobe._text": 0,
     "graphprobe._cli_types": 0,
     "graphprobe.output_files": 0,
-    # 1: configuration, dump folders, compile caches, the NPU runtime's
+    # 1: configuration, dump folders, module-name checks, compile caches, the NPU runtime's
     # registration (it loads graphprobe._C_npu).
     "graphprobe.config": 1,
     "graphprobe.dump_folder": 1,
+    "graphprobe.module_names": 1,
     "graphprobe.dynamo_cache": 1,
     "graphprobe.npu": 1,
-    # 2: the op definitions (they register the NPU runtime on load), acl_save.
+    # 2: the op definitions (they register the NPU runtime on load), the
+    # writer's lifecycle, acl_save.
     "graphprobe._ops": 2,
+    "graphprobe.writer": 2,
     "graphprobe.saving": 2,
     # 3: the probe wiring and the compare package.
     "graphprobe.wiring": 3,

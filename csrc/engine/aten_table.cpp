@@ -102,12 +102,12 @@ class AtenTable final : public DeviceTable {
 
   static Row to_row(const int32_t* w) {
     Row r;
-    for (int c = kMax; c <= kSumSq; ++c) {
+    for (int c = column::kMax; c <= column::kSumSq; ++c) {
       float f = 0;
       std::memcpy(&f, &w[c], sizeof(f));
       r.v[c] = f;
     }
-    for (int c = kNanCount; c < kNumColumns; ++c) r.v[c] = w[c];
+    for (int c = column::kNanCount; c < column::kNumColumns; ++c) r.v[c] = w[c];
     return r;
   }
 

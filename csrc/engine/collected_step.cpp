@@ -11,7 +11,7 @@ namespace graphprobe {
 
 bool CollectedStep::overwritten() const {
   for (const WrittenRow& w : rows)
-    if (w.row.v[kWrites] > 1) return true;
+    if (w.row.v[column::kWrites] > 1) return true;
   return false;
 }
 
@@ -33,18 +33,18 @@ std::vector<CallRecord> name_calls(CollectedStep step) {
     e.captured = s.captured;
     e.instance = s.instance;
     // Devices are ordered by index, rows within a device by sequence number.
-    e.when = {w.device_order, r.v[kSeq]};
+    e.when = {w.device_order, r.v[column::kSeq]};
     TensorRow& t = e.row;
     t.dtype = dtype_name(s.dtype);
     t.shape = std::move(s.shape);
     t.kind = stats::value_kind(s.dtype);
     t.numel = s.numel;
-    t.max = r.v[kMax];
-    t.min = r.v[kMin];
-    t.sum = r.v[kSum];
-    t.sumsq = r.v[kSumSq];
-    t.nan_count = static_cast<int64_t>(r.v[kNanCount]);
-    t.writes = static_cast<int64_t>(r.v[kWrites]);
+    t.max = r.v[column::kMax];
+    t.min = r.v[column::kMin];
+    t.sum = r.v[column::kSum];
+    t.sumsq = r.v[column::kSumSq];
+    t.nan_count = static_cast<int64_t>(r.v[column::kNanCount]);
+    t.writes = static_cast<int64_t>(r.v[column::kWrites]);
     t.slot = w.slot_id;
   }
   return assemble_calls(step.table, std::move(executed));

@@ -33,7 +33,7 @@ class CpuTable final : public DeviceTable {
 
   void write_values(const at::Tensor& values, int64_t row) override {
     const double* v = values.const_data_ptr<double>();
-    write(Stats{v[kMax], v[kMin], v[kSum], v[kSumSq], static_cast<int64_t>(v[kNanCount])}, row);
+    write(Stats{v[column::kMax], v[column::kMin], v[column::kSum], v[column::kSumSq], static_cast<int64_t>(v[column::kNanCount])}, row);
   }
 
   std::vector<Row> fetch() override {
@@ -62,14 +62,14 @@ class CpuTable final : public DeviceTable {
     if (row < 0 || row >= static_cast<int64_t>(rows_.size())) return;
     Row& r = rows_[static_cast<size_t>(row)];
     const double epoch = static_cast<double>(epoch_);
-    r.v[kWrites] = r.v[kStamp] == epoch ? r.v[kWrites] + 1 : 1;
-    r.v[kStamp] = epoch;
-    r.v[kSeq] = ++seq_;
-    r.v[kMax] = st.max;
-    r.v[kMin] = st.min;
-    r.v[kSum] = st.sum;
-    r.v[kSumSq] = st.sumsq;
-    r.v[kNanCount] = static_cast<double>(st.nan_count);
+    r.v[column::kWrites] = r.v[column::kStamp] == epoch ? r.v[column::kWrites] + 1 : 1;
+    r.v[column::kStamp] = epoch;
+    r.v[column::kSeq] = ++seq_;
+    r.v[column::kMax] = st.max;
+    r.v[column::kMin] = st.min;
+    r.v[column::kSum] = st.sum;
+    r.v[column::kSumSq] = st.sumsq;
+    r.v[column::kNanCount] = static_cast<double>(st.nan_count);
   }
 
   mutable std::mutex mu_;

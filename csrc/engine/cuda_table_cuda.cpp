@@ -133,7 +133,7 @@ class CudaTable final : public DeviceTable {
     TORCH_CHECK(row >= 0 && row < rows_, "graphprobe: internal error: row ", row, " of cuda:", device_,
                 " was not handed out (", rows_, " rows)");
     return static_cast<double*>(chunks_[static_cast<size_t>(row / kChunkRows)].get()) +
-           (row % kChunkRows) * kNumColumns;
+           (row % kChunkRows) * column::kNumColumns;
   }
 
   DeviceMemory allocate_zeroed(size_t bytes) {

@@ -206,8 +206,8 @@ void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index
                            c10::IntArrayRef shape) {
   (void)runtime::runtime_for(values.device().type());
   TORCH_CHECK(values.scalar_type() == c10::ScalarType::Double && values.dim() == 1 &&
-                  values.numel() == kNanCount + 1 && values.is_contiguous(),
-              "graphprobe.record_values: expected the ", kNanCount + 1,
+                  values.numel() == column::kNanCount + 1 && values.is_contiguous(),
+              "graphprobe.record_values: expected the ", column::kNanCount + 1,
               " statistics as a contiguous float64 vector, got ", values.scalar_type(), " of shape ", values.sizes());
   const DeviceTarget target =
       device_target(values, site, index, dtype, shape, c10::multiply_integers(shape.begin(), shape.end()));
@@ -226,7 +226,7 @@ void Engine::append_rows(std::vector<WrittenRow>& out, const std::vector<Row>& r
   for (size_t i = 0; i < rows.size() && i < row_slot.size(); ++i) {
     const Row& r = rows[i];
     const int64_t id = row_slot[i];
-    if (id < 0 || r.v[kStamp] != static_cast<double>(epoch_)) continue;
+    if (id < 0 || r.v[column::kStamp] != static_cast<double>(epoch_)) continue;
     const Slot& slot = slots_[static_cast<size_t>(id)];
     out.push_back(WrittenRow{r, device_order, id, slot});
     if (mirrors_.empty()) continue;

@@ -15,10 +15,10 @@ __global__ void write_values_row(const double* __restrict__ values, double* row,
                                  unsigned long long* seq, const int64_t* enabled) {
   if (*enabled == 0) return;
   const double e = static_cast<double>(*epoch);
-  row[kWrites] = row[kStamp] == e ? row[kWrites] + 1.0 : 1.0;
-  row[kStamp] = e;
-  row[kSeq] = static_cast<double>(atomicAdd(seq, 1ULL) + 1ULL);
-  for (int c = kMax; c <= kNanCount; ++c) row[c] = values[c];
+  row[column::kWrites] = row[column::kStamp] == e ? row[column::kWrites] + 1.0 : 1.0;
+  row[column::kStamp] = e;
+  row[column::kSeq] = static_cast<double>(atomicAdd(seq, 1ULL) + 1ULL);
+  for (int c = column::kMax; c <= column::kNanCount; ++c) row[c] = values[c];
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 // Reading: `graphprobe compare` of tensor dumps reads files that anyone may
 // have written (a dump folder from another machine, a torn file after a
 // crash). torch's own C++ unpickler trusts the pickle's sizes (a claimed
-// element count larger than the stored bytes made compare read past its
-// buffer: issue 28, D1), so the file is read here instead, with every size,
+// element count larger than the stored bytes would make compare read past its
+// buffer), so the file is read here instead, with every size,
 // stride, offset and count checked against what the file holds:
 //  * the zip archive (stored entries, zip64 as torch writes it): every
 //    directory field, record offset and length lies inside the file;

@@ -49,7 +49,7 @@ void bind_writer(py::module_& m) {
       "writer_take_errors", [] { return Writer::get().take_errors(); },
       "The failures since the last report (without waiting); an empty string when none.");
   m.def("writer_stats", [] {
-    const writer::Stats s = Writer::get().stats();
+    const writer::Counters s = Writer::get().counters();
     py::dict d;
     d["budget_bytes"] = s.budget_bytes;
     d["bytes_in_flight"] = s.bytes_in_flight;

@@ -10,6 +10,9 @@
 
 namespace graphprobe {
 
+// The columns of a row, as row.v[column::kMax]: qualified at every use, so
+// that they read apart from dump.json's key names (dump_keys::kMax).
+namespace column {
 enum Column : int {
   kMax = 0,
   kMin,
@@ -21,9 +24,10 @@ enum Column : int {
   kWrites,   // writes since the epoch began (>1: several replays per step)
   kNumColumns
 };
+}  // namespace column
 
 struct Row {
-  double v[kNumColumns];
+  double v[column::kNumColumns];
 };
 
 }  // namespace graphprobe

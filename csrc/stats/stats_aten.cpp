@@ -19,9 +19,9 @@ void write_row(const at::Tensor& values, const at::Tensor& nans, const at::Tenso
   const at::Tensor enabled = counters.narrow(0, 2, 1);
   // The sequence advances by the switch (1 or 0), on the device.
   seq.add_(enabled);
-  const at::Tensor stamp_old = row.narrow(0, kStamp, 1);
+  const at::Tensor stamp_old = row.narrow(0, column::kStamp, 1);
   const at::Tensor writes =
-      at::where(stamp_old.eq(epoch), row.narrow(0, kWrites, 1).add(1), at::ones({1}, row.options()));
+      at::where(stamp_old.eq(epoch), row.narrow(0, column::kWrites, 1).add(1), at::ones({1}, row.options()));
   const at::Tensor next = at::cat({values.contiguous().view(at::kInt), nans, epoch, seq, writes});
   row.copy_(at::where(enabled.ne(0), next, row));
 }
@@ -30,7 +30,7 @@ void write_row(const at::Tensor& values, const at::Tensor& nans, const at::Tenso
 
 void write_values_aten(const at::Tensor& values, const at::Tensor& row, const at::Tensor& counters) {
   const at::Tensor v = values.to(at::kFloat);
-  write_row(v.narrow(0, kMax, 4), v.narrow(0, kNanCount, 1).to(at::kInt), row, counters);
+  write_row(v.narrow(0, column::kMax, 4), v.narrow(0, column::kNanCount, 1).to(at::kInt), row, counters);
 }
 
 void record_row_aten(const at::Tensor& x, const at::Tensor& row, const at::Tensor& counters) {

@@ -81,14 +81,14 @@ __device__ inline void atomic_min(double* addr, double v) {
 __global__ void begin_row(double* row, const int64_t* epoch, unsigned long long* seq, const int64_t* enabled) {
   if (*enabled == 0) return;
   const double e = static_cast<double>(*epoch);
-  row[kWrites] = row[kStamp] == e ? row[kWrites] + 1.0 : 1.0;
-  row[kStamp] = e;
-  row[kSeq] = static_cast<double>(atomicAdd(seq, 1ULL) + 1ULL);
-  row[kMax] = -__longlong_as_double(0x7ff0000000000000LL);
-  row[kMin] = __longlong_as_double(0x7ff0000000000000LL);
-  row[kSum] = 0.0;
-  row[kSumSq] = 0.0;
-  row[kNanCount] = 0.0;
+  row[column::kWrites] = row[column::kStamp] == e ? row[column::kWrites] + 1.0 : 1.0;
+  row[column::kStamp] = e;
+  row[column::kSeq] = static_cast<double>(atomicAdd(seq, 1ULL) + 1ULL);
+  row[column::kMax] = -__longlong_as_double(0x7ff0000000000000LL);
+  row[column::kMin] = __longlong_as_double(0x7ff0000000000000LL);
+  row[column::kSum] = 0.0;
+  row[column::kSumSq] = 0.0;
+  row[column::kNanCount] = 0.0;
 }
 
 // max/min in float for floating types of at most 32 bits (exact: they are
@@ -238,11 +238,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     p = lane < static_cast<int>(blockDim.x >> 5) ? warps[lane] : start_partial<M>();
     for (int offset = 16; offset > 0; offset >>= 1) p = merge(p, shuffle_down(p, offset));
     if (lane == 0) {
-      atomic_max(row + kMax, static_cast<double>(p.mx));
-      atomic_min(row + kMin, static_cast<double>(p.mn));
-      atomicAdd(row + kSum, p.s);
-      atomicAdd(row + kSumSq, p.sq);
-      if (p.nan > 0) atomicAdd(row + kNanCount, static_cast<double>(p.nan));
+      atomic_max(row + column::kMax, static_cast<double>(p.mx));
+      atomic_min(row + column::kMin, static_cast<double>(p.mn));
+      atomicAdd(row + column::kSum, p.s);
+      atomicAdd(row + column::kSumSq, p.sq);
+      if (p.nan > 0) atomicAdd(row + column::kNanCount, static_cast<double>(p.nan));
     }
   }
 }

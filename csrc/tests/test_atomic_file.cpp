@@ -51,7 +51,7 @@ void run() {
   CHECK(::lstat(link.c_str(), &st) == 0 && S_ISREG(st.st_mode));
 
   // Legal names up to NAME_MAX (255 bytes) write, though the temporary
-  // name's ".tmp.<pid>.<n>" would not fit after them (issue 28 D16); a
+  // name's ".tmp.<pid>.<n>" would not fit after them; a
   // multi-byte character at the cut is dropped whole.
   for (const std::string unit : {"n", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"}) {
     for (size_t length : {240u, 245u, 250u, 255u}) {

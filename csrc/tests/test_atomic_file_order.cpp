@@ -1,4 +1,4 @@
-// The order of the system calls behind an atomic file (issue 28): the data
+// The order of the system calls behind an atomic file: the data
 // must be on disk (fsync of the temporary file) before the rename makes it
 // the final name, and the folder is flushed after the rename. Renaming first
 // would let a crash leave the final name pointing at an empty or partial

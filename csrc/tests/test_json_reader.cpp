@@ -196,7 +196,7 @@ void hostile_input_never_crashes() {
 // A torn dump.json: a valid beginning, then a hole of 1 GiB (a sparse file:
 // no disk, reads as NUL bytes). The reader must stop at the first NUL byte,
 // naming the file and the offset, without reading the rest into memory
-// (issue 28, D5: it used to hold the whole file before failing at 1:1).
+// (not hold the whole file, then fail at 1:1).
 void torn_sparse_file_fails_fast() {
   const char* base = std::getenv("GRAPHPROBE_TEST_TMP");
   const std::string path = std::string(base ? base : "/tmp") + "/torn_dump.json";

@@ -79,7 +79,7 @@ void every_dtype_round_trips() {
   CHECK(empty.numel == 0 && empty.storage_bytes == 0);
 }
 
-// Files graphprobe wrote before issue 28 (torch::pickle_save names a storage
+// Files of earlier graphprobe versions (torch::pickle_save names a storage
 // class per dtype, torch.Float8_e4m3fnStorage, that Python's torch.load does
 // not know) stay readable by compare.
 void storage_classes_of_torchs_cpp_pickler_are_read() {

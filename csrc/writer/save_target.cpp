@@ -37,7 +37,7 @@ void save_tensor(const at::Tensor& x, const SaveTarget& target) {
   TORCH_CHECK(x.layout() == c10::kStrided, "graphprobe.acl_save: only dense (strided) tensors can be saved, got a ",
               x.layout(), " tensor");
   // At the call, never on the writer thread: a dtype no file can hold is
-  // refused before anything is queued (issue 28, D3).
+  // refused before anything is queued.
   TORCH_CHECK_TYPE(writable_dtype(x.scalar_type()), "graphprobe.acl_save: a tensor of dtype ", x.scalar_type(),
                    " cannot be saved as a file torch.load reads (quantized and sub-byte integer dtypes are not "
                    "saved); convert it first, e.g. x.dequantize() or x.to(torch.uint8)");

@@ -401,9 +401,9 @@ void Writer::set_budget(size_t bytes) {
   space_cv_.notify_all();
 }
 
-Stats Writer::stats() {
+Counters Writer::counters() {
   const std::lock_guard<std::mutex> lock(mu_);
-  Stats s;
+  Counters s;
   s.budget_bytes = budget_;
   s.bytes_in_flight = in_flight_;
   s.peak_bytes_in_flight = peak_;

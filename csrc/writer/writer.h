@@ -116,7 +116,9 @@ struct Entry {
   int64_t seq = 0;  // submission number
 };
 
-struct Stats {
+// The writer's budget and counters, for writer_stats() and the tests
+// (not tensor statistics: those are Stats, stats/stats_cpu.h).
+struct Counters {
   size_t budget_bytes = 0;
   size_t bytes_in_flight = 0;
   size_t peak_bytes_in_flight = 0;
@@ -179,7 +181,7 @@ class Writer {
   std::string shutdown();
 
   void set_budget(size_t bytes);
-  Stats stats();
+  Counters counters();
   void reset_peak();
 
  private:
