@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs the C++ unit tests of the torch-free code (csrc/format,
-# csrc/fs, csrc/compare) with CMake into build/cpp-tests. No torch needed.
+# Builds and runs the C++ unit tests of the torch-free code (csrc/record,
+# csrc/format, csrc/fs, csrc/identity, csrc/compare) with CMake into
+# build/cpp-tests. No torch needed.
 # Usage: scripts/run_cpp_tests.sh [extra cmake -D options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
