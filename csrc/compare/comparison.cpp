@@ -1,4 +1,4 @@
-#include "compare/engine.h"
+#include "compare/comparison.h"
 
 #include <cmath>
 #include <stdexcept>

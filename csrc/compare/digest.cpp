@@ -26,7 +26,7 @@ std::vector<EntrySummary> entry_summaries(const CompareResult& result) {
     EntrySummary& e = out[t.entry];
     if (severity(r.verdict) > severity(e.verdict)) e.verdict = r.verdict;
     e.first_divergence = e.first_divergence || r.first_divergence;
-    const auto& n = r.metrics.rel_pct[kNorm];
+    const auto& n = r.metrics.rel_pct[kStatNorm];
     if (!n) continue;
     if (rank_value(n) > rank_value(any[t.entry])) any[t.entry] = n;
     if (t.role == Role::kOutput && rank_value(n) > rank_value(e.norm_rel_pct)) e.norm_rel_pct = n;
@@ -44,7 +44,7 @@ std::vector<size_t> worst_rows(const CompareResult& result, size_t n) {
     const CompareRow& x = result.rows[a];
     const CompareRow& y = result.rows[b];
     if (x.verdict != y.verdict) return severity(x.verdict) > severity(y.verdict);
-    const double vx = rank_value(x.metrics.rel_pct[kNorm]), vy = rank_value(y.metrics.rel_pct[kNorm]);
+    const double vx = rank_value(x.metrics.rel_pct[kStatNorm]), vy = rank_value(y.metrics.rel_pct[kStatNorm]);
     if (vx != vy) return vx > vy;
     return a < b;
   };

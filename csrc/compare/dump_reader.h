@@ -51,7 +51,7 @@ enum class ValueKind : uint8_t {
 };
 
 // Statistic order used everywhere: the CSV columns list them this way.
-enum Stat : int { kMax = 0, kMin = 1, kMean = 2, kNorm = 3 };
+enum Stat : int { kStatMax = 0, kStatMin = 1, kStatMean = 2, kStatNorm = 3 };
 constexpr int kNumStats = 4;
 using StatArray = std::array<OptDouble, kNumStats>;
 

@@ -19,7 +19,7 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr const char* kStatNames[kNumStats] = {"Max", "Min", "Mean", "Norm"};
 
-bool is_extreme(int s) { return s == kMax || s == kMin; }
+bool is_extreme(int s) { return s == kStatMax || s == kStatMin; }
 
 // A statistic as a number for the error: NaN and the infinities included;
 // nullopt for None, text, booleans and devices (compared by their print).
@@ -191,28 +191,28 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   if (t.is_tensor != b.is_tensor) {
     r.hard = std::string("the ") + (t.is_tensor ? "target" : "bench") + " has a tensor, the other side a value";
   } else if (!tensors) {
-    if (t.kinds[kMax] == ValueKind::kFloat && b.kinds[kMax] == ValueKind::kFloat) {
+    if (t.kinds[kStatMax] == ValueKind::kFloat && b.kinds[kStatMax] == ValueKind::kFloat) {
       // A Python float carries the rounding of whatever computed it (.item()
       // of a float32 tensor, a scale derived from data): weighed against the
       // float32 floor, relative to itself, not as an exact value.
       r.floor = &noise_floor_for("torch.float32", true);
-      const double e = scaled_error(*t.stats[kMax], *b.stats[kMax], std::fabs(*b.stats[kMax]));
-      r.e[kMax] = e;
-      r.e[kMean] = e;
+      const double e = scaled_error(*t.stats[kStatMax], *b.stats[kStatMax], std::fabs(*b.stats[kStatMax]));
+      r.e[kStatMax] = e;
+      r.e[kStatMean] = e;
       r.z = e / (r.floor->aggregate * floor_scale);
       r.z_class = {r.z, r.z};
       r.e_class = {e, e};
-      r.worst_stat = r.z > 0 ? kMax : -1;
+      r.worst_stat = r.z > 0 ? kStatMax : -1;
       return r;
     }
-    if (!python_equal(t, b, kMax)) r.hard = "value differs: " + stat_str(t, kMax) + " vs " + stat_str(b, kMax);
+    if (!python_equal(t, b, kStatMax)) r.hard = "value differs: " + stat_str(t, kStatMax) + " vs " + stat_str(b, kStatMax);
   } else if (t.dtype != b.dtype) {
     r.hard = "dtype differs: " + t.dtype + " vs " + b.dtype;
   } else if (shape_of(t) != shape_of(b)) {
     r.hard = "shape differs: " + shape_of(t) + " vs " + shape_of(b);
-  } else if ((is_inf_or_nan(t, kMax) || is_inf_or_nan(t, kMin)) && !is_inf_or_nan(b, kMax) &&
-             !is_inf_or_nan(b, kMin)) {
-    r.hard = "target " + std::string(is_inf_or_nan(t, kMax) ? "Max is " + stat_str(t, kMax) : "Min is " + stat_str(t, kMin)) +
+  } else if ((is_inf_or_nan(t, kStatMax) || is_inf_or_nan(t, kStatMin)) && !is_inf_or_nan(b, kStatMax) &&
+             !is_inf_or_nan(b, kStatMin)) {
+    r.hard = "target " + std::string(is_inf_or_nan(t, kStatMax) ? "Max is " + stat_str(t, kStatMax) : "Min is " + stat_str(t, kStatMin)) +
              " while the bench's Max and Min are finite";
   }
   if (!tensors) {
@@ -225,13 +225,13 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   // difference is measured when the statistic itself is near 0.
   double rms = 0;
   const double n = numel(b);
-  if (const auto norm = numeric(b, kNorm); norm && std::isfinite(*norm) && n > 0) rms = std::fabs(*norm) / std::sqrt(n);
+  if (const auto norm = numeric(b, kStatNorm); norm && std::isfinite(*norm) && n > 0) rms = std::fabs(*norm) / std::sqrt(n);
   for (int s = 0; s < kNumStats; ++s) {
     if (t.kinds[s] == ValueKind::kNone || b.kinds[s] == ValueKind::kNone) continue;
     const auto tv = numeric(t, s), bv = numeric(b, s);
     double e;
     if (!tv || !bv) e = same_print(t, b, s) ? 0 : kInf;  // booleans, text
-    else e = scaled_error(*tv, *bv, s == kNorm ? std::fabs(*bv) : std::max(std::fabs(*bv), rms));
+    else e = scaled_error(*tv, *bv, s == kStatNorm ? std::fabs(*bv) : std::max(std::fabs(*bv), rms));
     r.e[s] = e;
     const double floor = (is_extreme(s) ? r.floor->extreme : r.floor->aggregate) * floor_scale;
     const double z = floor > 0 ? e / floor : (e > 0 ? kInf : 0);

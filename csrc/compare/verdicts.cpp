@@ -36,20 +36,20 @@ Ignore ignore_of(const std::string& first_input) {
 // A NormRelativeErr as msprobe's get_min_or_max_value reads it: only "x%"
 // cells count ("0", "inf", "Nan", "N/A" and "Diff" are skipped).
 std::optional<double> percentage(const CompareRow& r) {
-  if (r.match != MatchKind::kMatched || r.metrics.kind[kNorm] != StatDiff::kNumbers) return std::nullopt;
-  return *r.metrics.rel_pct[kNorm];
+  if (r.match != MatchKind::kMatched || r.metrics.kind[kStatNorm] != StatDiff::kNumbers) return std::nullopt;
+  return *r.metrics.rel_pct[kStatNorm];
 }
 
 // A NormRelativeErr as msprobe's str2float reads it for the error rule:
 // "inf" counts as infinite, "N/A" and "Diff" as 0.
 double as_fraction(const CompareRow& r) {
   if (r.match != MatchKind::kMatched) return 0;
-  switch (r.metrics.kind[kNorm]) {
+  switch (r.metrics.kind[kStatNorm]) {
     case StatDiff::kNumbers:
     case StatDiff::kBenchZero:
     case StatDiff::kInf:
     case StatDiff::kNegInf:
-    case StatDiff::kNan: return std::fabs(*r.metrics.rel_pct[kNorm]) / 100;
+    case StatDiff::kNan: return std::fabs(*r.metrics.rel_pct[kStatNorm]) / 100;
     default: return 0;
   }
 }
@@ -89,10 +89,10 @@ class EntryJudge {
   bool matched(size_t i) const { return rows_[i].match == MatchKind::kMatched; }
 
   void inf_nan(size_t i) {
-    if (matched(i) && (is_inf_or_nan(b(i), kMax) || is_inf_or_nan(b(i), kMin))) return;
-    for (int s : {kMax, kMin})
+    if (matched(i) && (is_inf_or_nan(b(i), kStatMax) || is_inf_or_nan(b(i), kStatMin))) return;
+    for (int s : {kStatMax, kStatMin})
       if (is_inf_or_nan(t(i), s)) {
-        rows_[i].raise(Verdict::kError, std::string("target ") + (s == kMax ? "Max" : "Min") + " is " +
+        rows_[i].raise(Verdict::kError, std::string("target ") + (s == kStatMax ? "Max" : "Min") + " is " +
                                             stat_str(t(i), s) + " while the bench's Max and Min are not NaN/inf");
         return;
       }
@@ -118,8 +118,8 @@ class EntryJudge {
     if (!matched(i)) return;
     const TensorRecord &tr = t(i), &br = b(i);
     if (tr.dtype.find("class") == std::string::npos || br.dtype.find("class") == std::string::npos) return;
-    if (shape_of(tr) != "[]" || python_equal(tr, br, kMax)) return;
-    rows_[i].raise(Verdict::kError, "non-tensor argument differs: " + stat_str(tr, kMax) + " vs " + stat_str(br, kMax));
+    if (shape_of(tr) != "[]" || python_equal(tr, br, kStatMax)) return;
+    rows_[i].raise(Verdict::kError, "non-tensor argument differs: " + stat_str(tr, kStatMax) + " vs " + stat_str(br, kStatMax));
   }
 
   void relative_errors() {
@@ -134,7 +134,7 @@ class EntryJudge {
       for (size_t i : outputs_) {
         const double v = as_fraction(rows_[i]);
         if (v > th_.output_error_pct / 100)
-          rows_[i].raise(Verdict::kError, "output NormRelativeErr " + rel_cell(rows_[i].metrics, kNorm) + " > " +
+          rows_[i].raise(Verdict::kError, "output NormRelativeErr " + rel_cell(rows_[i].metrics, kStatNorm) + " > " +
                                               pct(th_.output_error_pct) + " while every input's is < " +
                                               pct(th_.input_error_pct));
       }

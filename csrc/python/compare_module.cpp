@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "compare/csv_writer.h"
-#include "compare/engine.h"
+#include "compare/comparison.h"
 #include "compare/noise_floor.h"
 #include "fs/atomic_file.h"
 #include "python/compare/bindings.h"

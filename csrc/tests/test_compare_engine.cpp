@@ -11,7 +11,7 @@
 
 #include "compare/cell_text.h"
 #include "compare/csv_writer.h"
-#include "compare/engine.h"
+#include "compare/comparison.h"
 #include "compare/first_divergence.h"
 #include "compare/noise_floor.h"
 #include "compare/matching.h"
@@ -79,34 +79,34 @@ void python_float_repr() {
 void msprobe_cells() {
   // 3 vs 2: diff 1, 50 %; as msprobe computes |(t - b) / b * 100|.
   gc::Metrics m = gc::compute_metrics(stat(3.0), stat(2.0));
-  CHECK(m.kind[gc::kMax] == gc::StatDiff::kNumbers);
-  CHECK_EQ(*m.diff[gc::kMax], 1.0);
-  CHECK_EQ(*m.rel_pct[gc::kMax], 50.0);
-  CHECK_EQ(gc::rel_cell(m, gc::kMax), std::string("50%"));
+  CHECK(m.kind[gc::kStatMax] == gc::StatDiff::kNumbers);
+  CHECK_EQ(*m.diff[gc::kStatMax], 1.0);
+  CHECK_EQ(*m.rel_pct[gc::kStatMax], 50.0);
+  CHECK_EQ(gc::rel_cell(m, gc::kStatMax), std::string("50%"));
   // Equal prints: "0"; NaN and NaN print the same ("Nan").
-  CHECK_EQ(gc::diff_cell(gc::compute_metrics(stat(NAN), stat(NAN)), gc::kMax), std::string("0"));
+  CHECK_EQ(gc::diff_cell(gc::compute_metrics(stat(NAN), stat(NAN)), gc::kStatMax), std::string("0"));
   // 1 vs 1.0 print differently: numbers, 0 %; 0 vs 0.0: a bench of 0, "inf".
   m = gc::compute_metrics(stat(1.0, gc::ValueKind::kInt), stat(1.0));
-  CHECK(m.kind[gc::kMax] == gc::StatDiff::kNumbers && *m.rel_pct[gc::kMax] == 0.0);
+  CHECK(m.kind[gc::kStatMax] == gc::StatDiff::kNumbers && *m.rel_pct[gc::kStatMax] == 0.0);
   m = gc::compute_metrics(stat(0.0, gc::ValueKind::kInt), stat(0.0));
-  CHECK_EQ(gc::diff_cell(m, gc::kMax), std::string("0"));
-  CHECK_EQ(gc::rel_cell(m, gc::kMax), std::string("inf"));
+  CHECK_EQ(gc::diff_cell(m, gc::kStatMax), std::string("0"));
+  CHECK_EQ(gc::rel_cell(m, gc::kStatMax), std::string("inf"));
   // Non-numbers: NaN vs a number "Nan"; a number vs inf "-inf"; None vs a number "Diff".
-  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(NAN), stat(1.0)), gc::kMax), std::string("Nan"));
-  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(1.0), stat(INFINITY)), gc::kMax), std::string("-inf"));
-  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(INFINITY), stat(1.0)), gc::kMax), std::string("inf"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(NAN), stat(1.0)), gc::kStatMax), std::string("Nan"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(1.0), stat(INFINITY)), gc::kStatMax), std::string("-inf"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(stat(INFINITY), stat(1.0)), gc::kStatMax), std::string("inf"));
   gc::TensorRecord none;
   m = gc::compute_metrics(none, stat(1.0));
-  CHECK_EQ(gc::rel_cell(m, gc::kMax), std::string("Diff"));
-  CHECK(!m.rel_pct[gc::kMax]);
+  CHECK_EQ(gc::rel_cell(m, gc::kStatMax), std::string("Diff"));
+  CHECK(!m.rel_pct[gc::kStatMax]);
   // Text: devices against each other are "N/A"; text that reads as a number is one.
   gc::TensorRecord cpu = stat(0, gc::ValueKind::kText), cuda = cpu, num = cpu;
   cpu.text = "cpu";
   cuda.text = "cuda:0";
   num.text = "2.5";
-  CHECK_EQ(gc::rel_cell(gc::compute_metrics(cpu, cuda), gc::kMax), std::string("N/A"));
-  CHECK_EQ(gc::rel_cell(gc::compute_metrics(num, stat(2.0)), gc::kMax), std::string("25%"));
-  CHECK_EQ(gc::stat_str(stat(1.0, gc::ValueKind::kBool), gc::kMax), std::string("True"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(cpu, cuda), gc::kStatMax), std::string("N/A"));
+  CHECK_EQ(gc::rel_cell(gc::compute_metrics(num, stat(2.0)), gc::kStatMax), std::string("25%"));
+  CHECK_EQ(gc::stat_str(stat(1.0, gc::ValueKind::kBool), gc::kStatMax), std::string("True"));
 }
 
 void flattening() {
@@ -119,7 +119,7 @@ void flattening() {
   // Every leaf is a row, as in msprobe: the int, the null, the tensors.
   CHECK_EQ(d.rows[0].name, std::string("Module.a.M.forward.0.input.0"));
   CHECK_EQ(d.rows[0].dtype, std::string("<class 'int'>"));
-  CHECK(d.rows[0].kinds[gc::kNorm] == gc::ValueKind::kInt && *d.rows[0].stats[gc::kNorm] == 1.0);
+  CHECK(d.rows[0].kinds[gc::kStatNorm] == gc::ValueKind::kInt && *d.rows[0].stats[gc::kStatNorm] == 1.0);
   CHECK_EQ(d.rows[1].name, std::string("Module.a.M.forward.0.input.1.0"));
   CHECK_EQ(d.rows[2].name, std::string("Module.a.M.forward.0.input.1.1"));
   CHECK_EQ(gc::shape_of(d.rows[2]), std::string("N/A"));
@@ -167,8 +167,8 @@ void verdict_rules() {
   auto r = run(doc(entry("E", tensor(10.5), tensor(16))), doc(entry("E", tensor(10), tensor(10))));
   CHECK(r.rows[0].verdict == gc::Verdict::kPass);
   CHECK(r.rows[1].verdict == gc::Verdict::kError);
-  CHECK_NEAR(*r.rows[1].metrics.rel_pct[gc::kNorm], 60.0, 1e-9);
-  CHECK_NEAR(*r.rows[1].metrics.diff[gc::kNorm], 6.0, 1e-12);
+  CHECK_NEAR(*r.rows[1].metrics.rel_pct[gc::kStatNorm], 60.0, 1e-9);
+  CHECK_NEAR(*r.rows[1].metrics.diff[gc::kStatNorm], 6.0, 1e-12);
   CHECK(r.first_divergence && *r.first_divergence == 0u);
   // inputs 2 %, output 30 %: warning.
   r = run(doc(entry("E", tensor(10.2), tensor(13))), doc(entry("E", tensor(10), tensor(10))));
@@ -179,7 +179,7 @@ void verdict_rules() {
   // NaN target Max: error on the row.
   r = run(doc(entry("E", tensor(10, "NaN"), tensor(10))), doc(entry("E", tensor(10), tensor(10))));
   CHECK(r.rows[0].verdict == gc::Verdict::kError);
-  CHECK(std::isnan(*r.rows[0].metrics.diff[gc::kMax]));
+  CHECK(std::isnan(*r.rows[0].metrics.diff[gc::kStatMax]));
   // dtype mismatch.
   r = run(doc(entry("E", tensor(10), tensor(10, "1.0", "torch.bfloat16"))), doc(entry("E", tensor(10), tensor(10))));
   CHECK(r.rows[1].verdict == gc::Verdict::kError);
@@ -259,7 +259,7 @@ void duplicate_entries_follow_python_json() {
   CHECK_EQ(d.entries[0], std::string("a"));
   CHECK_EQ(d.rows.size(), size_t{4});
   CHECK_EQ(d.rows[0].name, std::string("a.input.0"));
-  CHECK_EQ(*d.rows[0].stats[gc::kNorm], 3.0);
+  CHECK_EQ(*d.rows[0].stats[gc::kStatNorm], 3.0);
   CHECK_EQ(d.rows[2].name, std::string("b.input.0"));
   CHECK_EQ(d.rows[2].entry, 1u);
   CHECK_EQ(d.notes.size(), size_t{1});
@@ -327,10 +327,10 @@ void large_file_is_read_in_pieces() {
   CHECK_EQ(d.rows.size(), 2 * n);
   for (size_t i = 1; i < n; i += 997) {
     CHECK_EQ(d.rows[2 * i].name, "E" + std::to_string(i) + ".input.0");
-    CHECK_EQ(*d.rows[2 * i].stats[gc::kNorm], static_cast<double>(i) + 1);
-    CHECK_EQ(*d.rows[2 * i + 1].stats[gc::kNorm], 2.0 * static_cast<double>(i));
+    CHECK_EQ(*d.rows[2 * i].stats[gc::kStatNorm], static_cast<double>(i) + 1);
+    CHECK_EQ(*d.rows[2 * i + 1].stats[gc::kStatNorm], 2.0 * static_cast<double>(i));
   }
-  CHECK_EQ(*d.rows[0].stats[gc::kNorm], -1.0);  // the repeated E0: its last value, at its first place
+  CHECK_EQ(*d.rows[0].stats[gc::kStatNorm], -1.0);  // the repeated E0: its last value, at its first place
   CHECK_EQ(d.notes.size(), size_t{1});
   CHECK(d.notes[0].find("again at line " + line_of(text, repeat_at)) != std::string::npos);
   // Malformed past the first piece: the error names the true line.
@@ -445,10 +445,10 @@ void row_error_is_scale_aware() {
   // Norm (2.000001...) barely shows.
   const auto b = record_of(rec(1, -1, 0, 2));
   auto e = gc::row_error(record_of(rec(1.001, -0.999, 0.001, 2.000002)), b, 1.0);
-  CHECK_NEAR(*e.e[gc::kMax], 1e-3, 1e-15);
-  CHECK_NEAR(*e.e[gc::kMin], 1e-3, 1e-15);
-  CHECK_NEAR(*e.e[gc::kMean], 1e-3, 1e-15);
-  CHECK_NEAR(*e.e[gc::kNorm], 1e-6, 1e-15);
+  CHECK_NEAR(*e.e[gc::kStatMax], 1e-3, 1e-15);
+  CHECK_NEAR(*e.e[gc::kStatMin], 1e-3, 1e-15);
+  CHECK_NEAR(*e.e[gc::kStatMean], 1e-3, 1e-15);
+  CHECK_NEAR(*e.e[gc::kStatNorm], 1e-6, 1e-15);
   CHECK_NEAR(e.z, 10.0, 1e-9);  // 1e-3 / float32's 1e-4
   CHECK(e.hard.empty() && std::string(e.floor->name) == "float32");
   // floor_scale 100: z 0.1.
@@ -457,7 +457,7 @@ void row_error_is_scale_aware() {
   const auto bb = record_of(rec(1, -1, 0, 2, "torch.bfloat16"));
   e = gc::row_error(record_of(rec(1.008, -1, 0, 2, "torch.bfloat16")), bb, 1.0);
   CHECK_NEAR(e.z, 0.008 / 1.6e-2, 1e-9);
-  CHECK(e.worst_stat == gc::kMax);
+  CHECK(e.worst_stat == gc::kStatMax);
   e = gc::row_error(record_of(rec(1, -1, 0, 2.008, "torch.bfloat16")), bb, 1.0);
   CHECK_NEAR(e.z, 0.004 / 2e-3, 1e-9);
   // Norm of 0: equal -> 0; any target value -> inf.
@@ -466,7 +466,7 @@ void row_error_is_scale_aware() {
   CHECK(std::isinf(gc::row_error(record_of(rec(0, 0, 0, 1e-30)), zero, 1.0).z));
   // NaN and infinities: both NaN 0, one NaN inf, equal infinities 0.
   const auto nan_b = gc::parse_dump(doc(entry("E", "", rec(1, -1, 0, 2).replace(rec(1, -1, 0, 2).find("\"Max\": 1"), 8, "\"Max\": NaN"))), "x").rows.at(0);
-  CHECK(std::isnan(*nan_b.stats[gc::kMax]));
+  CHECK(std::isnan(*nan_b.stats[gc::kStatMax]));
   CHECK(gc::row_error(nan_b, nan_b, 1.0).z == 0.0);
   CHECK(std::isinf(gc::row_error(nan_b, b, 1.0).z));  // target NaN, bench finite: also a hard difference
   CHECK(!gc::row_error(nan_b, b, 1.0).hard.empty());

@@ -8,7 +8,7 @@
 
 #include "compare/csv_writer.h"
 #include "compare/digest.h"
-#include "compare/engine.h"
+#include "compare/comparison.h"
 #include "compare/first_divergence.h"
 #include "python/compare/bindings.h"
 

@@ -57,7 +57,7 @@ py::dict row_error_dict(const RowError& e, double floor_scale) {
   d["floor_extreme"] = e.floor ? e.floor->extreme * floor_scale : 0.0;
   std::optional<double> used;
   if (e.floor && e.worst_stat >= 0)
-    used = (e.worst_stat == kMax || e.worst_stat == kMin ? e.floor->extreme : e.floor->aggregate) * floor_scale;
+    used = (e.worst_stat == kStatMax || e.worst_stat == kStatMin ? e.floor->extreme : e.floor->aggregate) * floor_scale;
   d["floor"] = used;
   d["hard"] = non_empty(e.hard);
   return d;
@@ -105,7 +105,7 @@ void bind_row(py::module_& m) {
       .def_property_readonly("diff", [](const RowView& v) { return stat_tuple(v.row().metrics.diff); }, "target - bench")
       .def_property_readonly("rel_err_pct", [](const RowView& v) { return stat_tuple(v.row().metrics.rel_pct); })
       .def_property_readonly("norm_rel_err_pct",
-                             [](const RowView& v) -> std::optional<double> { return v.row().metrics.rel_pct[kNorm]; })
+                             [](const RowView& v) -> std::optional<double> { return v.row().metrics.rel_pct[kStatNorm]; })
       .def_property_readonly("target_data_name",
                              [](const RowView& v) { return v.target() ? non_empty(v.target()->data_name) : std::nullopt; },
                              "Tensor dumps: the target's file name under dump_tensor_data/, or None.")
