@@ -430,7 +430,7 @@ class ApiWiring:
         self._wired[0] = False
         # Only what __init__ changed is undone: a forward the user assigned
         # after start() (model.forward = torch.compile(model.forward)) stays,
-        # its calls passing through the unwired wrapper (issue 25, item 7).
+        # its calls passing through the unwired wrapper.
         if model.__dict__.get("forward") is self._wrapper:
             if self._saved is None:
                 model.__dict__.pop("forward", None)
