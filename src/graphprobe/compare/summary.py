@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from typing import TextIO
@@ -10,9 +9,9 @@ from typing import TextIO
 from graphprobe._text import terminal_safe
 from graphprobe.compare.explain import floors_text, noise_text
 from graphprobe.compare.numbers import short_number, short_pct, shorten_numbers
-from graphprobe.compare.outcome import CompareRun, PairOutcome
+from graphprobe.compare.outcome import CompareRun
 
-__all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary", "short_number"]
+__all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary"]
 
 _RESULTS = ("pass", "warning", "error", "unmatched")
 WORST_ORDER = "by verdict (error, warning, pass), then by NormRelativeErr, largest first"
