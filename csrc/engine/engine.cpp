@@ -262,6 +262,14 @@ StepResult Engine::finish_step(bool collect) {
   return result;
 }
 
+int64_t Engine::pending_records() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WrittenRow> rows;
+  double device_order = 0;
+  for (auto& kv : tables_) append_rows(rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
+  return static_cast<int64_t>(rows.size());
+}
+
 void Engine::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   gates_.back()->store(false);

@@ -89,6 +89,11 @@ class Engine {
   // from the collected step (name_calls).
   StepResult finish_step(bool collect);
 
+  // The rows written in this epoch that finish_step() would collect, counted
+  // without ending the step (stop() and exit warn about records that no
+  // step() wrote). Synchronises each device once.
+  int64_t pending_records();
+
   // Forgets all slots and sites (stop()). Device rows are retired, never
   // reused: a graph captured while wired may still replay and write them.
   void reset();

@@ -132,6 +132,13 @@ void bind_engine(py::module_& m) {
       "writes out_dir/dump.json (unless out_dir is None, or nothing was recorded and write_if_empty is false). "
       "Returns at once with write_seq, the writer job to wait for (writer_wait); its failures are reported by "
       "writer_take_errors.");
+  m.def(
+      "pending_records",
+      [] {
+        py::gil_scoped_release nogil;  // device synchronisation can take a while
+        return Engine::get().pending_records();
+      },
+      "The tensor rows recorded since the last finish_step, counted without ending the step.");
   m.def("set_active", [](bool active) { Engine::get().set_active(active); });
   m.def("set_enabled", [](bool enabled) { Engine::get().set_enabled(enabled); });
   m.def(

@@ -84,6 +84,7 @@ class _Wired:
         self.wiring: list[Any] = []
         self.staging: str | None = None
         self.write_seq = -1
+        self.dump_path = ""  # set by start(); named by the exit warning about unwritten records
 
     def unwire(self) -> None:
         """Removes the wiring and makes the engine forget this dumper's
@@ -118,7 +119,7 @@ class AclGraphDumper:
 
     Args:
         config_path: path of a ``config.json``; ``None`` loads the built-in
-            default (L0 statistics of every module into ``./graphprobe_dump``).
+            default (L0 statistics of every submodule into ``./graphprobe_dump``).
     """
 
     # The engine's record store is one per process, so one dumper may be
@@ -138,6 +139,7 @@ class AclGraphDumper:
         self._enabled = self.config.dump_enable
         self._config_mtime = self._mtime()
         self._warned_empty = False  # the "step recorded nothing" warning is given once
+        self._switched_off = False  # the switch was off at some point since the last step()
 
     @property
     def step_number(self) -> int:
@@ -196,8 +198,13 @@ class AclGraphDumper:
             wired.staging = os.path.join(self.config.dump_path, f"{STAGING_PREFIX}{os.getpid()}")
             make_dirs(wired.staging)
             _C.set_tensor_staging(wired.staging)
+        wired.dump_path = self.config.dump_path
         if self.config.records_modules:
-            wired.wiring.append(ModuleWiring(model, self.config.keywords))
+            modules = ModuleWiring(model, self.config.keywords)
+            wired.wiring.append(modules)
+            if not modules.entries and not self.config.records_apis:
+                warnings.warn(f"graphprobe: start(): {_no_module_cause(model, self.config)}", RuntimeWarning,
+                              stacklevel=2)
         if self.config.records_apis:
             wired.wiring.append(ApiWiring(model, self.config.keywords))
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
@@ -241,8 +248,10 @@ class AclGraphDumper:
         if not dump:
             summary = _C.finish_step(None, self.config.task, self.config.level)
         else:
-            # With the switch off and nothing recorded, no folder is written;
-            # N still counts iterations so step numbers line up with the bench.
+            # A step that recorded nothing writes no folder (an empty dump.json
+            # per step would fill the disk with nothing when step() runs
+            # without the model); N still counts iterations so that step
+            # numbers line up with the bench, and the first such step warns.
             step_dir = self._step_dir()
             self._step += 1
             # The previous step's files had a whole iteration to reach the
@@ -250,11 +259,12 @@ class AclGraphDumper:
             # so they are raised here, and this step's by the next call.
             errors = self._wait_and_take_errors(self._write_seq())
             try:
-                summary = _C.finish_step(step_dir, self.config.task, self.config.level, self._enabled)
+                summary = _C.finish_step(step_dir, self.config.task, self.config.level, False)
             except Exception as exc:
                 if errors:  # both are reported
                     raise DumpWriteError(errors) from exc
                 raise
+        switched_off, self._switched_off = self._switched_off, not self._enabled
         if summary["write_seq"] >= 0 and self._wired is not None:
             # The writer runs step jobs in order: the latest covers the earlier.
             self._wired.write_seq = summary["write_seq"]
@@ -263,7 +273,7 @@ class AclGraphDumper:
         if not dump:
             return
         if recording:
-            self._warn_if_nothing_recorded(summary)
+            self._warn_if_nothing_recorded(summary, switched_off)
         if errors:
             raise DumpWriteError(errors)
 
@@ -273,13 +283,14 @@ class AclGraphDumper:
 
         Captured probe kernels read the switch from device memory on every
         replay; while it is off they return at once and no record is made.
-        A step in which nothing was recorded and that ends with the switch off
-        writes no folder (its number is still used, so steps keep counting
-        iterations).
+        A step in which nothing was recorded writes no folder (its number is
+        still used, so steps keep counting iterations).
         """
         if not isinstance(on, bool):
             raise TypeError(f"AclGraphDumper.enable: expected a bool, got {type(on).__name__}")
         self._enabled = on
+        if not on:
+            self._switched_off = True
         if self._active:
             _C.set_enabled(on)
 
@@ -345,8 +356,12 @@ class AclGraphDumper:
     def stop(self) -> None:
         """Removes all wiring and waits for the last dump.json to be written
         (raising :class:`DumpWriteError` if a write failed); probes captured
-        in existing graphs stop counting."""
+        in existing graphs stop counting. Records made since the last
+        ``step()`` are not written: stop() warns with their number (call
+        ``step()`` after each iteration, the last one included)."""
         wired = self._wired
+        if wired is not None and self._active:
+            _warn_unwritten(_C.pending_records(), self._step, "stop()", wired.dump_path, stacklevel=3)
         was_active, self._active = self._active, False
         if wired is None:
             return
@@ -382,21 +397,55 @@ class AclGraphDumper:
                 stacklevel=3,
             )
 
-    def _warn_if_nothing_recorded(self, summary: dict[str, Any]) -> None:
-        if self._warned_empty or summary.get("records", 0) or self._wired is None or not self._wired.wiring:
+    def _warn_if_nothing_recorded(self, summary: dict[str, Any], switched_off: bool) -> None:
+        """The first step that recorded nothing while recording was on warns
+        once, naming the cause it has evidence for, or else every candidate."""
+        wired = self._wired
+        if self._warned_empty or summary.get("records", 0) or wired is None or not wired.wiring:
             return
         self._warned_empty = True
-        keywords = self.config.keywords
-        hint = f" or statistics.list {list(keywords)} matches nothing that ran" if keywords else ""
-        warnings.warn(
-            f"graphprobe: step {self._step - 1} recorded nothing although the model is wired and recording is on. "
-            "Likely cause: the model was compiled (torch.compile) or captured (CUDA graph) before start(), so the "
-            "code that ran has no probes; fix: call torch._dynamo.reset() (or capture again) after start(), or "
-            f"start() before compiling; also possible: the wired model did not run in this step{hint}. "
-            "(warned once per dumper)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        head = (f"graphprobe: step {self._step - 1} recorded nothing although the model is wired and recording is "
+                "on, so no step folder was written (nor will be for later steps that record nothing; their numbers "
+                "are still used). ")
+        modules = [w for w in wired.wiring if isinstance(w, ModuleWiring)]
+        if modules and not modules[0].entries and len(wired.wiring) == 1:
+            cause = f"Cause: {_no_module_cause(None, self.config)}"
+        else:
+            candidates = []
+            if switched_off:
+                candidates.append("recording was switched off (enable(False) or dump_enable) during this step")
+            candidates.append("the model was compiled (torch.compile) or captured (CUDA graph) before start(), so "
+                              "the code that ran has no probes; fix: call torch._dynamo.reset() (or capture again) "
+                              "after start(), or start() before compiling")
+            candidates.append("the wired model did not run in this step (step() without a forward)")
+            if self.config.keywords:
+                candidates.append(f"statistics.list {list(self.config.keywords)} matches nothing that ran")
+            cause = "Possible causes: " + "; ".join(f"({i + 1}) {c}" for i, c in enumerate(candidates)) + "."
+        warnings.warn(head + cause + " (warned once per dumper)", RuntimeWarning, stacklevel=3)
+
+
+def _no_module_cause(model: torch.nn.Module | None, config: DumpConfig) -> str:
+    """Why L0 wiring hooked nothing: no submodule, or none that the keywords select."""
+    if config.keywords:
+        what = f"no submodule's '{{path}}.{{Class}}' contains a statistics.list keyword {list(config.keywords)}"
+    else:
+        what = "the model has no submodules" if model is None else f"the {type(model).__name__} has no submodules"
+    return (f"level {config.level} records the calls of the model's submodules (not of the model itself, as "
+            f"msprobe), and {what}, so nothing is recorded; use level \"L1\" or \"mix\" to record its API calls, "
+            "or wrap the model in a container module.")
+
+
+def _warn_unwritten(count: int, step: int, where: str, dump_path: str, stacklevel: int) -> None:
+    """Records collected since the last ``step()`` are lost unless a step()
+    writes them: say how many and how to write them."""
+    if count <= 0:
+        return
+    warnings.warn(
+        f"graphprobe: {where}: {count} records collected since the last step() were never written; call "
+        f"dumper.step() after each iteration (the last one too) to write them to {dump_path}/step{step}/.",
+        RuntimeWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def _take_over_dropped_dumper() -> None:
@@ -469,12 +518,26 @@ def _warn_used_dump_path(dump_path: str) -> None:
 
 def _at_exit() -> None:
     """Interpreter exit with a dumper still started (Ctrl-C, an exception,
-    no ``stop()``): the tensors staged for a step that will never end are
+    no ``stop()``): records made since the last ``step()`` are counted and
+    reported on stderr (they are not written: a forgotten step() must not
+    pass unnoticed); the tensors staged for a step that will never end are
     not written (so that the exit is prompt), and the staging folder is
     removed once the finished steps' files are out of it. Registered after
     graphprobe.writer's hook, so it runs before the writer is shut down."""
     wired = AclGraphDumper._live
-    if wired is None or wired.staging is None:
+    if wired is None:
+        return
+    owner = wired.owner()
+    try:
+        count = _C.pending_records()
+    except Exception:  # pragma: no cover - a broken device at exit
+        count = 0
+    if count > 0:
+        step = f"step{owner.step_number}" if owner is not None else "the next step"
+        print(f"graphprobe: at exit: {count} records collected since the last step() were never written; call "
+              f"dumper.step() after each iteration (the last one too) to write them to {wired.dump_path}/{step}/, "
+              "and dumper.stop() at the end.", file=sys.stderr)
+    if wired.staging is None:
         return
     try:
         _C.writer_cancel(wired.staging + os.sep, wired.write_seq)
