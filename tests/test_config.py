@@ -57,13 +57,61 @@ def test_valid_config_and_rank_ranges():
     assert parse_config(BASE).selects_rank(7)
 
 
-def test_duplicate_ranks_warn_and_unknown_keys_warn():
-    with pytest.warns(UserWarning, match=r"ranks \[2\] are listed more than once"):
+def test_duplicate_ranks_warn_at_the_users_line():
+    with pytest.warns(UserWarning, match=r"ranks \[2\] are listed more than once") as record:
         assert parse_config({**BASE, "rank": [2, "1-2"]}).ranks == (range(1, 3),)
-    with pytest.warns(UserWarning, match=r"unknown keys \['dump_pth'\]"):
-        parse_config({**BASE, "dump_pth": "x"})
-    with pytest.warns(UserWarning, match=r"statistics.lst"):
-        parse_config({**BASE, "statistics": {"lst": []}})
+    assert record.list[0].filename == __file__
+
+
+@pytest.mark.parametrize("fields,name,nearest", [
+    ({"levle": "L1"}, "levle", "level"),
+    ({"dump_pth": "x"}, "dump_pth", "dump_path"),
+    ({"statistics": {"lst": ["fc"]}}, "statistics.lst", "statistics.list"),
+    ({"dump_enabled": False}, "dump_enabled", "dump_enable"),
+])
+def test_a_typod_key_is_refused_with_the_nearest_known_key(fields, name, nearest):
+    # Before: only a warning, and the run went on at the default level.
+    with pytest.raises(ConfigValueError) as info:
+        parse_config({**BASE, **fields})
+    assert f"unknown key '{name}'; did you mean '{nearest}'?" in str(info.value)
+
+
+def test_an_unknown_key_far_from_every_known_key_lists_the_allowed_ones():
+    with pytest.raises(ConfigValueError) as info:
+        parse_config({**BASE, "colour": "red"})
+    message = str(info.value)
+    assert "unknown key 'colour'; allowed: ['task', 'dump_path', 'rank', 'level', 'statistics', 'dump_enable']" in message
+    assert "did you mean" not in message and "'enable_dataloader'" in message and "graphprobe ignores" in message
+
+
+# msprobe's own statistics example (its config README): every key loads.
+MSPROBE_CONFIG = {
+    "task": "statistics", "dump_path": "./dump", "rank": [], "step": [], "level": "L1", "seed": 1234,
+    "is_deterministic": False, "enable_dataloader": False, "async_dump": False, "acl_config": "",
+    "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"},
+    "tensor": {"scope": [], "list": [], "data_mode": ["all"], "backward_input": [], "file_format": "npy"},
+    "overflow_check": {"overflow_nums": 1, "check_mode": "all"},
+    "run_ut": {"white_list": [], "black_list": [], "error_data_path": "./"},
+}
+
+
+def test_msprobe_configs_load_and_ignored_keys_that_matter_warn_at_the_users_line(tmp_path):
+    import warnings
+
+    import graphprobe
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse_config(MSPROBE_CONFIG).level == "L1"
+    path = tmp_path / "msprobe.json"
+    path.write_text(json.dumps({**MSPROBE_CONFIG, "step": [2], "statistics": {"scope": ["Module.fc"], "list": []},
+                                "tensor": {"list": ["fc"]}}))
+    with pytest.warns(UserWarning) as record:
+        graphprobe.AclGraphDumper(path)
+    messages = [str(w.message) for w in record.list]
+    assert any("msprobe key 'step' = [2] is ignored" in m and "enable(False)" in m for m in messages), messages
+    assert any("'statistics.scope'" in m for m in messages) and any("'tensor'" in m for m in messages), messages
+    assert {w.filename for w in record.list} == {__file__}  # the user's line, not dumper.py
 
 
 def test_files(tmp_path):
@@ -81,3 +129,7 @@ def test_files(tmp_path):
         load_config(wrong)
     with pytest.raises(ConfigTypeError, match="config_path"):
         load_config(3)
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps({"dump_path": "x", "levle": "L1"}))
+    with pytest.raises(ConfigValueError, match="typo.json: config: unknown key 'levle'; did you mean 'level'"):
+        load_config(typo)

@@ -8,14 +8,20 @@ Example::
 Every error names the field, the value given and what is allowed. A wrong
 type raises :class:`ConfigTypeError` (a ``TypeError``), a wrong value
 :class:`ConfigValueError` (a ``ValueError``); both are :class:`ConfigError`.
-Unknown keys are reported with a warning and otherwise ignored.
+An unknown key is a :class:`ConfigValueError` that suggests the nearest known
+key (a typo'd ``"levle"`` would otherwise dump at the default level). The
+msprobe keys that graphprobe knowingly ignores (:data:`MSPROBE_IGNORED_KEYS`)
+are accepted, so msprobe configs load; one set to a value that would change
+what msprobe dumps is warned about, at the line that created the dumper.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from importlib import resources
@@ -41,6 +47,34 @@ LEVELS = tuple(LEVEL_RECORDS)
 DEFAULT_LEVEL = "L0"
 ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "dump_enable")
 STATISTICS_KEYS = ("list",)
+#: msprobe's config keys that graphprobe accepts and ignores: key -> (the value
+#: under which ignoring it changes nothing, None: any value; what graphprobe
+#: does instead). Other tasks' sections (overflow_check, run_ut, ...) only
+#: configure those tasks.
+MSPROBE_IGNORED_KEYS: dict[str, tuple[Any, str]] = {
+    "step": ([], "every step() is dumped; skip steps with dump_enable / enable(False) or step(dump=False)"),
+    "seed": (None, "graphprobe seeds nothing"),
+    "is_deterministic": (None, "graphprobe changes no determinism setting"),
+    "enable_dataloader": (None, "graphprobe does not wrap the data loader"),
+    "acl_config": (None, "graphprobe does not use ACL dump"),
+    "async_dump": (None, "graphprobe always writes on a background thread"),
+    "precision": (None, "statistics are accumulated in double"),
+    "framework": (None, "graphprobe records PyTorch only"),
+    "tensor": ({}, "graphprobe selects with statistics.list for both tasks; move tensor.list there"),
+    "overflow_check": (None, "another msprobe task"),
+    "free_benchmark": (None, "another msprobe task"),
+    "run_ut": (None, "another msprobe task"),
+    "grad_probe": (None, "another msprobe task"),
+    "structure": (None, "another msprobe task"),
+    "exception_dump": (None, "another msprobe task"),
+}
+#: The same for keys of the ``statistics`` object.
+MSPROBE_IGNORED_STATISTICS_KEYS: dict[str, tuple[Any, str]] = {
+    "scope": ([], "graphprobe selects with statistics.list only"),
+    "data_mode": (["all"], "graphprobe records inputs and outputs of every forward call"),
+    "summary_mode": ("statistics", "graphprobe records Max, Min, Mean and Norm"),
+    "tensor_list": ([], "graphprobe's task \"tensor\" saves every selected tensor"),
+}
 MAX_PATH = 4096
 
 
@@ -149,7 +183,8 @@ def parse_ranks(value: Any, where: str = "rank") -> tuple[range, ...]:
         else:
             merged.append([start, end])
     if repeated:
-        warnings.warn(f"config field '{where}': ranks [{', '.join(repeated)}] are listed more than once", stacklevel=3)
+        warnings.warn(f"config field '{where}': ranks [{', '.join(repeated)}] are listed more than once",
+                      stacklevel=_user_stacklevel())
     return tuple(range(lo, hi + 1) for lo, hi in merged)
 
 
@@ -181,13 +216,54 @@ def check_path(value: Any, where: str) -> str:
     return value
 
 
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning given by the caller of this
+    function at the first frame outside the graphprobe package: the user's
+    line that created the dumper or loaded the config."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(2)  # the function that warns is level 1
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _is_harmless(value: Any, harmless: Any) -> bool:
+    if harmless is None or value == harmless:
+        return True
+    if isinstance(harmless, dict) and isinstance(value, dict):  # a section whose selection is empty
+        return not value.get("list") and not value.get("scope")
+    return False
+
+
+def _check_keys(data: dict[str, Any], known: tuple[str, ...], ignored: dict[str, tuple[Any, str]],
+                prefix: str) -> None:
+    """Refuses keys that are neither graphprobe's nor msprobe's (with the
+    nearest known key); warns about ignored msprobe keys whose value would
+    change what msprobe dumps."""
+    for key in data:
+        if key in known:
+            continue
+        if key in ignored:
+            harmless, instead = ignored[key]
+            if not _is_harmless(data[key], harmless):
+                warnings.warn(f"config: msprobe key '{prefix}{key}' = {data[key]!r} is ignored by graphprobe "
+                              f"({instead})", stacklevel=_user_stacklevel())
+            continue
+        text = key if isinstance(key, str) else repr(key)
+        near = difflib.get_close_matches(text, [*known, *ignored], n=1, cutoff=0.6)
+        hint = f"did you mean '{prefix}{near[0]}'? " if near else ""
+        raise ConfigValueError(
+            f"config: unknown key '{prefix}{text}'; {hint}allowed: {[prefix + k for k in known]}, and msprobe's "
+            f"{[prefix + k for k in ignored]}, which graphprobe ignores")
+
+
 def parse_config(data: Any, source: str | None = None) -> DumpConfig:
     """Validates a decoded config.json document."""
     if not isinstance(data, dict):
         raise _type_error("<root>", data, "a JSON object")
-    unknown = [k for k in data if k not in ROOT_KEYS]
-    if unknown:
-        warnings.warn(f"config: unknown keys {unknown} are ignored (known: {list(ROOT_KEYS)})", stacklevel=3)
+    _check_keys(data, ROOT_KEYS, MSPROBE_IGNORED_KEYS, "")
 
     task = data.get("task", "statistics")
     if not isinstance(task, str):
@@ -210,9 +286,7 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
     stats = data.get("statistics", {})
     if not isinstance(stats, dict):
         raise _type_error("statistics", stats, 'an object such as {"list": ["linear"]}')
-    unknown = [k for k in stats if k not in STATISTICS_KEYS]
-    if unknown:
-        warnings.warn(f"config: unknown keys {['statistics.' + k for k in unknown]} are ignored", stacklevel=3)
+    _check_keys(stats, STATISTICS_KEYS, MSPROBE_IGNORED_STATISTICS_KEYS, "statistics.")
     keywords = stats.get("list", [])
     if not isinstance(keywords, list):
         raise _type_error("statistics.list", keywords, "a list of strings")
@@ -264,7 +338,7 @@ def load_config(config_path: str | os.PathLike[str] | None = None) -> DumpConfig
     """Loads and validates a config file; ``None`` loads the built-in default.
 
     The built-in default (``graphprobe/default_config.json``) dumps L0
-    statistics of every module of every rank into ``./graphprobe_dump``.
+    statistics of every submodule of every rank into ``./graphprobe_dump``.
     """
     if config_path is None:
         text = resources.files("graphprobe").joinpath("default_config.json").read_text()
