@@ -84,6 +84,7 @@ PY_FLOORS: dict[str, int] = {
     # 5: the commands.
     "graphprobe.compare.command": 5,
     "graphprobe.demo": 5,
+    "graphprobe.reference": 5,
     # 6: the command line (and the package face, PY_PACKAGE_FACE).
     "graphprobe.cli": 6,
     # 7: python -m graphprobe.

@@ -25,6 +25,7 @@ __all__ = [
     "acl_save",
     "flush",
     "load_config",
+    "reference_dump",
     "save",
 ]
 
@@ -38,6 +39,7 @@ _LAZY = {
     "acl_save": "graphprobe.saving",
     "save": "graphprobe.saving",
     "flush": "graphprobe.writer",
+    "reference_dump": "graphprobe.reference",
 }
 
 

@@ -85,6 +85,10 @@ def register(subparsers: Any) -> None:
                    help="first divergence: an output's relative error must exceed R times its inputs' and "
                         "parameters' plus its noise floor, an input's R times everything recorded before it plus "
                         "its floor (default: %(default)s)")
+    p.add_argument("--reference", metavar="REF",
+                   help="a dump of the same model run eagerly in float64 (graphprobe.reference_dump): the first "
+                        "divergence is then the first entry where TARGET is further from REF than BENCH is, by "
+                        "torch's same() margin; the CSV gets each side's error vs REF")
     p.add_argument("--graphprobe-verdicts", action="store_true",
                    help="let graphprobe's additions decide Result: rows without a partner are 'unmatched' and "
                         "--noise-pct applies (default: Result is msprobe's verdict)")
@@ -135,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
             tensor_layout=args.tensor_layout,
             floor_scale=args.floor_scale,
             divergence_ratio=args.divergence_ratio,
+            reference=args.reference,
         )
     except (PairingError, OSError) as e:
         print(terminal_safe(f"graphprobe compare: error: {e}"), file=sys.stderr)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphprobe.compare.pairing import Pair, Unpaired
+
+if TYPE_CHECKING:
+    from graphprobe.compare.referee import Verdict
 
 __all__ = [
     "CompareRun",
@@ -151,6 +154,10 @@ class PairOutcome:
     noise: Noise | None = None
     coverage: Coverage | None = None
     floors_used: tuple[tuple[str, float, float], ...] = ()
+    # With a float64 reference (compare(..., reference=)): the referee's
+    # verdict, both sides' distances to it per row; it decides
+    # first_divergence and divergence.
+    referee: Verdict | None = None
 
 
 @dataclass

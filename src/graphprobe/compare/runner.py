@@ -11,12 +11,14 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from graphprobe._text import first_unsafe
 from graphprobe.compare.native import native
 from graphprobe.compare.outcome import CompareRun, PairOutcome
 from graphprobe.compare.output_names import claim_names, release_names, write_failure
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, pair_paths
+from graphprobe.compare.referee import Verdict, add_reference_columns, referee, referee_divergence
 from graphprobe.compare.summary import ProgressBar
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
 from graphprobe.compare.thresholds import Thresholds, check_divergence_options, default
@@ -70,11 +72,13 @@ def compare_pair(
     tensor_layout: str = "msprobe",
     floor_scale: float | None = None,
     divergence_ratio: float | None = None,
+    reference: Path | None = None,
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
     one bad rank does not hide the others. Options left None take the
-    engine's defaults."""
+    engine's defaults. ``reference``: the float64 dump.json that referees
+    this pair (:mod:`graphprobe.compare.referee`)."""
     from graphprobe.compare.outcome import digest_divergence, digest_rows, report_rows
     from graphprobe.compare.report import ROW_LIMIT, render_html
 
@@ -92,11 +96,24 @@ def compare_pair(
         from graphprobe.compare.tensors import fill_tensor_metrics
 
         fill_tensor_metrics(result, pair.target.parent, pair.bench.parent, options)
+    verdict = None
+    if reference is not None:
+        try:
+            verdict = _referee(eng, result, pair, reference, options)
+        except (eng.DumpFormatError, OSError) as e:
+            return PairOutcome(pair=pair, error=f"--reference {reference}: {e}")
     make_dirs(csv_path.parent)
     result.write_csv(str(csv_path))
+    if verdict is not None:
+        add_reference_columns(csv_path, verdict)
     worst, points = digest_rows(result, top)
     divergence, noise, coverage, floors_used = digest_divergence(result)
+    first_divergence_index = next((p.index for p in points if p.first_divergence), None)
+    if verdict is not None:
+        divergence, first_divergence_index = referee_divergence(verdict, divergence), verdict.blamed_index
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
+    if verdict is not None:
+        first_divergence = verdict.blamed_entry
     # The page lists at most ROW_LIMIT rows: take them, then free the records
     # before the page is built.
     listed = report_rows(result, ROW_LIMIT) if report_path is not None else []
@@ -124,14 +141,25 @@ def compare_pair(
         counts=counts,
         rows=n_rows,
         first_divergence=first_divergence,
-        first_divergence_index=next((p.index for p in points if p.first_divergence), None),
+        first_divergence_index=first_divergence_index,
         worst=tuple(worst),
         notes=notes,
         divergence=divergence,
         noise=noise,
         coverage=coverage,
         floors_used=floors_used,
+        referee=verdict,
     )
+
+
+def _referee(eng: Any, result: Any, pair: Pair, reference: Path, options: Any) -> Verdict:
+    """The float64 referee's verdict on one pair: both sides compared with
+    REF by the engine (rows matched by name), then the rule of
+    :mod:`graphprobe.compare.referee`."""
+    target_ref = eng.compare_files(str(pair.target), str(reference), options)
+    bench_ref = eng.compare_files(str(pair.bench), str(reference), options)
+    return referee(result, target_ref, bench_ref, eng.noise_floor_table(), ratio=options.divergence_ratio,
+                   floor_scale=options.floor_scale, reference=str(reference))
 
 
 def compare(
@@ -149,6 +177,7 @@ def compare(
     tensor_layout: str = "msprobe",
     floor_scale: float | None = None,
     divergence_ratio: float | None = None,
+    reference: str | os.PathLike[str] | None = None,
 ) -> CompareRun:
     """Compares TARGET (the run under test) against BENCH (the reference).
 
@@ -193,12 +222,20 @@ def compare(
     for what, path in (("TARGET", target), ("BENCH", bench), ("output_dir", output_dir)):
         check_path_text(what, path)
     pairing: Pairing = pair_paths(target, bench)
+    references: dict[str, Path] = {}
+    if reference is not None:
+        check_path_text("REF", reference)
+        references = {p.label: p.bench for p in pair_paths(target, reference).pairs}
+        missing = [p.label for p in pairing.pairs if p.label not in references]
+        if missing:
+            raise PairingError(f"--reference {reference}: no dump for {', '.join(missing)} (REF must hold the same "
+                               "ranks and steps as TARGET)")
     out = Path(output_dir)
     make_dirs(out)
     stamp = time.strftime("%Y%m%d%H%M%S")
     tasks = []
     for p in pairing.pairs:
-        tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.rank, stamp, html)))
+        tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.rank, stamp, html), references.get(p.label)))
     kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts,
                   tensor_layout=tensor_layout, floor_scale=floor_scale, divergence_ratio=divergence_ratio)
     bar = ProgressBar(len(tasks), enabled=progress)
@@ -207,7 +244,7 @@ def compare(
     if workers <= 1:
         for task in tasks:
             try:
-                outcomes.append(compare_pair(*task, **kwargs))  # type: ignore[arg-type]
+                outcomes.append(compare_pair(*task[:3], reference=task[3], **kwargs))  # type: ignore[arg-type]
             except MemoryError:  # past the engine: the CSV, the digest or the page
                 outcomes.append(PairOutcome(pair=task[0], error=out_of_memory(task[0])))
             except OSError as e:  # writing the CSV or the page: this pair fails, the others go on
@@ -221,7 +258,8 @@ def compare(
         ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futures: dict[Future[PairOutcome], int] = {
-                pool.submit(compare_pair, *t, **kwargs): i for i, t in enumerate(tasks)  # type: ignore[arg-type]
+                pool.submit(compare_pair, *t[:3], reference=t[3],  # type: ignore[arg-type]
+                            **kwargs): i for i, t in enumerate(tasks)
             }
             done: dict[int, PairOutcome] = {}
             for fut in as_completed(futures):

@@ -31,7 +31,8 @@ def divergence_lines(run: CompareRun) -> list[str]:
         return []
     lines: list[str] = [""]
     single = len(read) == 1
-    shown = [o for o in read if o.divergence is not None or (o.coverage and o.coverage.problem)]
+    shown = [o for o in read if o.divergence is not None or (o.coverage and o.coverage.problem)
+             or (o.referee is not None and o.referee.bench_further_message is not None)]
     if not shown and not single:
         # Nothing diverges anywhere: one line for all pairs.
         worst = max(read, key=lambda o: (o.noise.max_z if o.noise else 0.0))
@@ -47,8 +48,17 @@ def divergence_lines(run: CompareRun) -> list[str]:
         if o.divergence is not None:
             d = o.divergence
             lines.append(f"{who}first divergence: {d.entry} ({d.message}); {noise_text(o.noise)}")
+        elif o.referee is not None:
+            r = o.referee
+            why = (f"the target is nowhere further from float64 than the bench; {r.bench_further_entry}: "
+                   f"{r.bench_further_message}" if r.bench_further_message is not None
+                   else "neither side is further from float64 than the other beyond the margin")
+            lines.append(f"{who}first divergence: none ({why})")
         else:
             lines.append(f"{who}first divergence: none; {noise_text(o.noise)}")
+        if o.referee is not None:
+            lines.append(f"{who}referee: {o.referee.reference} (float64; the target is blamed only where it is "
+                         "further from it than the bench, by torch's same() margin)")
     if len(shown) > _DIVERGENCE_PAIRS:
         lines.append(f"  ({len(shown) - _DIVERGENCE_PAIRS} more pairs diverge or are short: see the table and "
                      "their CSV)")
