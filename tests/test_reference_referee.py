@@ -93,6 +93,10 @@ def test_reference_dump_is_float64_and_leaves_the_model_alone(dumps: dict[str, P
 def test_fault_in_the_target_is_blamed(dumps: dict[str, Path], tmp_path: Path) -> None:
     o = _outcome(dumps, "fp32_fault", "fp32", tmp_path)
     assert o.first_divergence == FAULTY, o.divergence
+    # The same position in execution order as the engine's (without the referee) gives for this entry.
+    plain = _outcome(dumps, "fp32_fault", "fp32", tmp_path / "plain", reference=False)
+    assert plain.first_divergence == FAULTY and plain.first_divergence_index is not None
+    assert o.first_divergence_index == plain.first_divergence_index
     assert "the target is further from float64 than the bench" in o.divergence.message
     assert o.referee.bench_further_entry is None
     # Both sides' distances per row: at the faulty output the target is ~1e-3

@@ -9,7 +9,7 @@ import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,8 @@ def compare_pair(
     first_divergence_index = next((p.index for p in points if p.first_divergence), None)
     if verdict is not None:
         divergence, first_divergence_index = referee_divergence(verdict, divergence), verdict.blamed_index
+        # The report's plot marks the referee's entry, not the engine's.
+        points = [replace(p, first_divergence=p.index == verdict.blamed_index) for p in points]
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
     if verdict is not None:
         first_divergence = verdict.blamed_entry
