@@ -8,4 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 bash scripts/run_cpp_tests.sh
 bash scripts/check_cuda_compile.sh
+# .venv/bin first on PATH: tests that run a console script of a package
+# installed into .venv (msprobe's `msprobe compare`) find it there.
+export PATH="$PWD/.venv/bin:$PATH"
 .venv/bin/python -m pytest tests -q -rs -p no:cacheprovider "$@"
