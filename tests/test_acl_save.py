@@ -8,6 +8,7 @@ tests/gpu/test_acl_save_cuda.py.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -173,7 +174,8 @@ def test_compiled_save_survives_with_result_unused(tmp_path):
         _assert_bitwise(_load(tmp_path / f"c_{i}.pt"), x * 2 + 1)
 
 
-def test_compiled_missing_folder_fails_at_trace_time(tmp_path):
+def test_compiled_bad_folder_fails_at_trace_time(tmp_path):
+    (tmp_path / "nope").write_text("a file where the folder should be")
     missing = str(tmp_path / "nope" / "c.pt")
 
     def f(x):
@@ -189,17 +191,50 @@ def test_compiled_missing_folder_fails_at_trace_time(tmp_path):
     while e is not None:
         chain.append(e)
         e = e.__cause__ or e.__context__
-    assert any(isinstance(c, FileNotFoundError) for c in chain), chain
+    assert any(isinstance(c, NotADirectoryError) for c in chain), chain
     assert "nope" in str(info.value)
+
+
+def test_compiled_save_creates_its_folder_at_trace_time(tmp_path):
+    target = tmp_path / "made" / "by" / "trace" / "c.pt"
+
+    def f(x):
+        graphprobe.acl_save(x, str(target))
+        return x + 1
+
+    torch._dynamo.reset()
+    cf = torch.compile(f, fullgraph=True, backend="eager")
+    inputs = [torch.arange(3.0) + i for i in range(2)]
+    for x in inputs:
+        cf(x)
+    graphprobe.flush()
+    assert sorted(os.listdir(target.parent)) == ["c_0.pt", "c_1.pt"]
+    for i, x in enumerate(inputs):
+        _assert_bitwise(_load(target.parent / f"c_{i}.pt"), x)
 
 
 # ----------------------------------------------------------------- path checks at call time
 
 
-def test_missing_folder_is_reported_at_call_time(tmp_path):
-    target = tmp_path / "missing" / "act.pt"
-    with pytest.raises(FileNotFoundError, match="missing"):
-        graphprobe.acl_save(torch.ones(1), target)
+def test_missing_folder_is_created_0750_at_call_time(tmp_path):
+    # Before: FileNotFoundError, so the README's snippet failed in a fresh folder.
+    target = tmp_path / "missing" / "deeper" / "act.pt"
+    x = torch.linspace(-1.0, 1.0, 7, dtype=torch.float64)
+    old = os.umask(0o022)
+    try:
+        graphprobe.acl_save(x, target)
+    finally:
+        os.umask(old)
+    for folder in (tmp_path / "missing", tmp_path / "missing" / "deeper"):
+        assert folder.is_dir() and stat.S_IMODE(folder.stat().st_mode) == 0o750, folder
+    graphprobe.flush()
+    _assert_bitwise(_load(target.parent / "act_0.pt"), x)
+
+
+def test_a_file_among_the_missing_folders_is_reported(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="file"):
+        graphprobe.acl_save(torch.ones(1), tmp_path / "file" / "sub" / "act.pt")
 
 
 def test_parent_that_is_a_file_is_reported(tmp_path):

@@ -1,10 +1,12 @@
 """Every ```python block of README.md and docs/*.md runs as written.
 
-Each block runs in its own interpreter, in an empty folder that holds what
-the docs assume the reader already has (see ``PRELUDE``): a small ``model``,
-tensors ``x``, ``h``, ``logits`` and ``tokens``, a ``config.json`` (the L0
-example) and a ``./dump`` folder. Nothing else is defined: a block that uses
-``graphprobe`` or ``torch`` must import it, as a reader's script would.
+Each block runs in its own interpreter, in an empty folder: nothing is
+created there first (no ``config.json``, no ``./dump``), so a block that reads
+a file must write it and a block that writes into a folder must work when
+the folder is missing, as in a reader's fresh folder. Only what the reader
+brings is defined (see ``PRELUDE``): a small ``model`` and tensors ``x``,
+``h``, ``logits`` and ``tokens``. A block that uses ``graphprobe`` or
+``torch`` must import it, as a reader's script would.
 
 A block that is a fragment on purpose (pseudo-code, a shape of a call) opts
 out with the line ``<!-- docs-test: skip -->`` right above its opening fence;
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,8 +63,7 @@ def test_the_docs_have_python_blocks() -> None:
 
 @pytest.mark.parametrize("where,code", BLOCKS, ids=[w for w, _ in BLOCKS])
 def test_docs_block_runs(where: str, code: str, tmp_path: Path) -> None:
-    shutil.copy(ROOT / "examples" / "statistics_L0.json", tmp_path / "config.json")
-    (tmp_path / "dump").mkdir()
+    assert not any(tmp_path.iterdir())  # an empty folder, as a reader's
     script = PRELUDE + "\n" + code
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,

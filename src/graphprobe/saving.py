@@ -30,6 +30,7 @@ import torch
 from graphprobe import _ops
 from graphprobe._ops import _C
 from graphprobe._text import first_unsafe
+from graphprobe.output_files import make_dirs
 
 # The writer's lifecycle lives in graphprobe.writer; these names stay importable from here.
 from graphprobe.writer import DEFAULT_WRITE_BUDGET, WriteError, flush, set_write_budget, writer_stats
@@ -40,7 +41,8 @@ __all__ = ["acl_save", "save", "flush", "set_write_budget", "writer_stats", "Wri
 
 @torch.compiler.assume_constant_result
 def _checked_path(path: str) -> str:
-    """The absolute form of ``path`` once its folder is known to be writable.
+    """The absolute form of ``path`` once its folder exists (a missing one
+    is created, mode 0750, as ``dump_path`` is) and is known to be writable.
 
     Runs when ``acl_save`` is called: eagerly, while dynamo traces (its result
     is a constant of the compiled graph), or while a CUDA graph is captured.
@@ -62,9 +64,8 @@ def _checked_path(path: str) -> str:
     try:
         st = os.stat(parent)
     except FileNotFoundError:
-        raise FileNotFoundError(
-            f"acl_save: the folder of {path!r} does not exist ({parent}); create it before saving"
-        ) from None
+        _create_folder(parent, path)
+        st = os.stat(parent)
     except NotADirectoryError:
         raise NotADirectoryError(f"acl_save: a parent of {path!r} is not a folder ({parent})") from None
     except PermissionError:
@@ -83,19 +84,36 @@ def _checked_path(path: str) -> str:
     return real
 
 
+def _create_folder(parent: str, path: str | os.PathLike) -> None:
+    """Creates the missing folder of ``path`` (and its missing parents, mode
+    0750 less the umask); the errors name ``path`` and the folder."""
+    try:
+        make_dirs(parent)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(f"acl_save: a parent of {path!r} is not a folder ({parent})") from None
+    except PermissionError:
+        raise PermissionError(f"acl_save: the folder of {path!r} does not exist and cannot be created ({parent}): "
+                              "permission denied") from None
+    except OSError as exc:
+        raise OSError(exc.errno, f"acl_save: the folder of {path!r} does not exist and cannot be created "
+                                 f"({parent}): {exc.strerror or exc}") from None
+
+
 def acl_save(x: torch.Tensor, path: str | os.PathLike) -> torch.Tensor:
     """Saves ``x`` to ``{stem}_{n}{suffix}`` beside ``path`` on every execution.
 
     Returns ``x`` itself (the op returns nothing; it is side-effectful and
-    survives dead-code elimination even when the result is unused).
+    survives dead-code elimination even when the result is unused). A missing
+    folder of ``path`` is created when ``acl_save`` is called (mode 0750 less
+    the umask, as ``dump_path`` is).
 
     Raises, when called (eagerly, at trace time under ``torch.compile``, or at
     capture time): ``TypeError`` if ``x`` is quantized or of a dtype no
     loadable file holds (the sub-byte int1..7/uint1..7), ``ValueError`` if
     ``x`` is a real tensor on the ``meta`` device (no data),
-    ``FileNotFoundError`` if the folder of ``path`` is missing,
-    ``NotADirectoryError`` if its parent is not a folder, ``IsADirectoryError``
-    if ``path`` is a folder, ``PermissionError`` if the folder is not writable.
+    ``NotADirectoryError`` if a parent of ``path`` is not a folder,
+    ``IsADirectoryError`` if ``path`` is a folder, ``PermissionError`` if the
+    folder is not writable or cannot be created.
     Under ``torch.compile`` dynamo re-raises these wrapped in its own
     RuntimeError subclass (the original is the exception's ``__context__``).
     Failures of the writes themselves are raised by :func:`flush`.
