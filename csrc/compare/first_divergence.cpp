@@ -360,7 +360,13 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // means the same in every dtype (an input's noise in bfloat16 explains a
   // float32 output computed from it).
   NoiseSeen seen;
-  ClassZ upstream{0.0, 0.0};  // U: the largest e per class of the earlier entries
+  // U: the largest e per class of the earlier entries' floating rows. Integer
+  // and bool rows stay out: one flipped argmax index is off by ~0.1-1
+  // relative (z infinite), which would explain away every later fault.
+  ClassZ upstream{0.0, 0.0};
+  // An integer/bool output upstream differed (a flipped argmax or mask): its
+  // consumers' integer/bool inputs then differ for a reason that is recorded.
+  bool discrete_output_differed = false;
   const double ratio = th.divergence_ratio;
   std::optional<uint32_t> last_matched;
   std::vector<uint32_t> unmatched_since;
@@ -410,6 +416,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           if (exceeds(ec[i][c], ratio, ref_out, fl[i][c]) && ec[i][c] > best_out)
             best_out = ec[i][c], out_class = c, out.row[c] = i;
         } else if (!is_parameter(t, target.entries)) {
+          if (discrete[i] && discrete_output_differed) continue;
           const double ref_in = upstream[c];
           if (exceeds(ec[i][c], ratio, ref_in, fl[i][c]) && ec[i][c] > best_in)
             best_in = ec[i][c], in_class = c, in.row[c] = i, in_reference = ref_in;
@@ -419,10 +426,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     if (out_class >= 0) kinds |= kOutputCause;
     if (in_class >= 0) kinds |= kUnrecordedInput;
     if (kinds == 0) {
-      for (int c : {kAggregateClass, kExtremeClass})
-        upstream[c] = std::max({upstream[c], in.e[c], par.e[c], out.e[c], out_discrete.e[c]});
+      for (size_t i = begin; i < end; ++i) {
+        if (!rows[i].z) continue;
+        if (discrete[i]) {
+          const bool output = target.rows[static_cast<size_t>(rows[i].target)].role == Role::kOutput;
+          discrete_output_differed = discrete_output_differed || (output && *rows[i].z > 0);
+          continue;
+        }
+        for (int c : {kAggregateClass, kExtremeClass}) upstream[c] = std::max(upstream[c], ec[i][c]);
+        seen.max_z = std::max(seen.max_z, *rows[i].z);
+      }
       seen.max_e = std::max(seen.max_e, max2(upstream));
-      seen.max_z = std::max({seen.max_z, in.any_z(), par.any_z(), out.any_z(), out_discrete.any_z()});
       seen.rows += matched;
       last_matched = entry;
       unmatched_since.clear();
@@ -499,7 +513,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // The noise over every matched row (an entry's error can stay explained).
     seen = {};
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (!rows[i].z) continue;
+      if (!rows[i].z || discrete[i]) continue;
       seen.max_z = std::max(seen.max_z, *rows[i].z);
       seen.max_e = std::max(seen.max_e, max2(ec[i]));
       ++seen.rows;

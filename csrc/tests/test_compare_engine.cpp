@@ -609,6 +609,19 @@ void discrete_outputs_and_python_floats() {
   CHECK(r.rows[1].z && std::isinf(*r.rows[1].z));  // the row's own z still says it differs
   r = run(doc(entry("Torch.argmax.0.forward", x, i2)), doc(entry("Torch.argmax.0.forward", x, i3)));
   CHECK(r.divergence && r.divergence->kinds == gc::kOutputCause);
+  // A flipped argmax upstream neither hides a later fault nor becomes one:
+  // a -> argmax (flips) -> b consumes the index (differs, recorded cause) ->
+  // unrecorded x1.05 -> c's float input. The index row stays out of U and of
+  // the noise; c is named.
+  const std::string y = rec(1.05, -1.05, 0, 2.1);
+  const std::string ti = doc(entry("A.forward.0", xn, xn) + "," + entry("Torch.argmax.0.forward", xn, i2) + "," +
+                             entry("B.forward.0", i2, x) + "," + entry("C.forward.0", y, y));
+  const std::string bi = doc(entry("A.forward.0", x, x) + "," + entry("Torch.argmax.0.forward", x, i3) + "," +
+                             entry("B.forward.0", i3, x) + "," + entry("C.forward.0", x, x));
+  r = run(ti, bi);
+  CHECK(r.first_divergence && *r.first_divergence == 3u);
+  CHECK(r.divergence && r.divergence->kinds == gc::kUnrecordedInput);
+  CHECK(std::isfinite(r.noise.max_z));
   // A Python float is weighed against the float32 floor: 1e-7 relative is
   // noise (z 1e-3), 1e-3 is not (z 10); an int that differs is hard.
   auto scalar = [](const std::string& v) {
