@@ -197,3 +197,70 @@ def test_compare_reads_a_dtensor_dump(one_rank_group, write_config, read_step, t
     assert done.returncode == 0, done.stdout + done.stderr
     (row,) = [line.split() for line in done.stdout.splitlines() if line.startswith("rank0")]
     assert row[1:5] == ["2", "0", "0", "0"], done.stdout  # pass, warning, error, unmatched
+
+
+class _Wrapper(torch.Tensor):
+    """A torchao-style wrapper subclass: one inner tensor, its own
+    ``__torch_dispatch__`` that supports aten ops only (a probe op reaching
+    it would raise NotImplementedError), traceable by dynamo
+    (``__tensor_flatten__``)."""
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> "_Wrapper":
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner: torch.Tensor) -> None:
+        self.inner = inner
+
+    def __tensor_flatten__(self):
+        return ["inner"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
+        return _Wrapper(inner_tensors["inner"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func.namespace != "aten":
+            raise NotImplementedError(f"_Wrapper does not support {func}")
+        unwrap = lambda t: t.inner if isinstance(t, _Wrapper) else t  # noqa: E731
+        out = func(*torch.utils._pytree.tree_map(unwrap, args), **torch.utils._pytree.tree_map(unwrap, kwargs or {}))
+        return torch.utils._pytree.tree_map(lambda t: cls(t) if isinstance(t, torch.Tensor) else t, out)
+
+
+class _Untraceable(_Wrapper):
+    """The same wrapper without ``__tensor_flatten__`` (not traceable)."""
+
+    __tensor_flatten__ = None  # type: ignore[assignment]
+
+
+class _FunctionOnly(torch.Tensor):
+    """A subclass that overrides ``__torch_function__`` only."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize(("cls", "level", "compiled"), [
+    (_Wrapper, "L0", False), (_Wrapper, "L1", False), (_Wrapper, "L0", True), (_Untraceable, "L0", False),
+    (_Untraceable, "L1", False)])
+def test_a_wrapper_subclass_is_described_by_type_and_never_breaks_the_forward(
+        cls, level, compiled, write_config, read_step, tmp_path):
+    inner = torch.randn(4, 6)
+    data = _run(cls(inner), level, compiled, write_config, read_step, tmp_path)
+    shown = f"{cls.__module__}.{cls.__name__}(torch.strided)"
+    if level == "L0":
+        entry = data["Module.inner.Identity.forward.0"]
+        recs = [entry["input_args"][0], entry["output"][0]]
+    else:
+        entry = data["Tensor.__mul__.0.forward"]
+        recs = [entry["input_args"][0], entry["output"][0]]
+    for rec in recs:
+        assert rec["type"] == shown and "Max" not in rec, rec
+
+
+def test_a_subclass_with_torch_function_only_is_recorded_as_a_tensor(write_config, read_step, tmp_path):
+    x = torch.randn(4, 6).as_subclass(_FunctionOnly)
+    data = _run(x, "L0", False, write_config, read_step, tmp_path)
+    _check(data["Module.inner.Identity.forward.0"]["input_args"][0], x.as_subclass(torch.Tensor))

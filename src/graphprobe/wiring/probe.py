@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from graphprobe._ops import _C, record_stats, record_stats_fusable
 from graphprobe.wiring import fused_stats, shared_probes
@@ -36,6 +37,10 @@ deeper than that is recorded by its type only (no tensor probed inside)."""
 
 # Tensor classes that need no unwrapping (the common case, checked first).
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+# torch.Tensor's own __torch_dispatch__ (a C function: the class attribute is
+# the same object on every access); a subclass that overrides it has another.
+_NO_DISPATCH = torch._C._disabled_torch_dispatch_impl
 
 # The marker probed for a part without tensors (see _probe), in eager mode.
 _MARKER = torch.empty(0)
@@ -88,12 +93,23 @@ def _recordable(value: torch.Tensor) -> torch.Tensor | None:
       (``values()``);
     * a sparse tensor (COO, CSR, CSC, BSR, BSC): its stored values;
     * an MKL-DNN tensor: its dense copy.
+
+    A tensor subclass with its own ``__torch_dispatch__`` (torchao's
+    quantized and float8 tensors, other wrapper subclasses; also a DTensor's
+    local shard of one) has none: the probe op would reach that
+    ``__torch_dispatch__``, which may not support it and raise inside the
+    user's forward. Its inner tensors may be packed data (quantized values,
+    scales) rather than the values the model computes with, so they are not
+    recorded either. Subclasses that only override ``__torch_function__``
+    (``nn.Parameter``, most user subclasses) are recorded as tensors.
     """
     if type(value).__name__ == "DTensor" and hasattr(value, "_local_tensor"):
         # The attribute, not to_local(): dynamo traces it without a graph break.
         value = value._local_tensor
-    if value.is_nested:
+    if value.is_nested:  # a jagged one is a wrapper subclass, whose values() are plain
         return value.values()
+    if type(value) not in _PLAIN and _has_own_dispatch(value):
+        return None
     layout = value.layout
     if layout == torch.strided:
         return value
@@ -104,6 +120,14 @@ def _recordable(value: torch.Tensor) -> torch.Tensor | None:
     if layout == torch._mkldnn:  # type: ignore[attr-defined]
         return value.to_dense()
     return None
+
+
+def _has_own_dispatch(value: torch.Tensor) -> bool:
+    """Whether ``value``'s class overrides ``__torch_dispatch__`` (a wrapper
+    subclass: every op on it, a probe's included, runs its Python code)."""
+    if is_traceable_wrapper_subclass(value):
+        return True
+    return getattr(type(value), "__torch_dispatch__", _NO_DISPATCH) is not _NO_DISPATCH
 
 
 _Extras = tuple[tuple[str, str], ...]
