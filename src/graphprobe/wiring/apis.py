@@ -371,6 +371,40 @@ def _mha_fastpath() -> tuple[Callable[[], bool], Callable[[bool], None]] | None:
     return None if get is None or set_ is None else (get, set_)
 
 
+# Wirings alive that need the MHA fast path off, and the value it had before
+# the first of them: one count for the process, so that wirings removed in any
+# order restore the user's value once, when the last one goes.
+_fastpath_users = 0
+_fastpath_saved: bool | None = None
+
+
+def _fastpath_off() -> bool:
+    """Switches the MHA fast path off for one more wiring; False on a torch
+    without the switch (nothing to undo)."""
+    global _fastpath_users, _fastpath_saved
+    switch = _mha_fastpath()
+    if switch is None:
+        return False
+    if _fastpath_users == 0:
+        _fastpath_saved = bool(switch[0]())
+        switch[1](False)
+    _fastpath_users += 1
+    return True
+
+
+def _fastpath_release() -> None:
+    """One wiring less needs the fast path off; the last one restores it."""
+    global _fastpath_users, _fastpath_saved
+    _fastpath_users -= 1
+    if _fastpath_users > 0:
+        return
+    _fastpath_users = 0
+    switch = _mha_fastpath()
+    if switch is not None and _fastpath_saved is not None:
+        switch[1](_fastpath_saved)
+    _fastpath_saved = None
+
+
 class ApiWiring:
     """Records the selected torch APIs called during ``model``'s forward.
 
@@ -381,7 +415,7 @@ class ApiWiring:
     While wired, the fast path of ``nn.TransformerEncoderLayer`` and
     ``nn.MultiheadAttention`` (one fused C++ op in eval mode without grad)
     is switched off (``torch.backends.mha.set_fastpath_enabled(False)``,
-    restored by :meth:`remove`). In eager mode the mode already turns it
+    restored to the user's value when the last wiring is removed). In eager mode the mode already turns it
     off (a tensor "has a torch function" while a mode is active), so the
     calls it is made of are recorded; dynamo's ``has_torch_function`` ignores
     modes, and compiled code would take the fused op, which records nothing.
@@ -400,11 +434,7 @@ class ApiWiring:
             return
         self._model = model
         self._saved = model.__dict__.get("forward")  # usually None: forward is the class's method
-        switch = _mha_fastpath()
-        self._fastpath: bool | None = None
-        if switch is not None:
-            self._fastpath = bool(switch[0]())
-            switch[1](False)
+        self._fastpath = False
         mode = _ApiMode(self.entries)
         inner = model.forward
         wired = self._wired = [True]
@@ -417,16 +447,17 @@ class ApiWiring:
                 return inner(*args, **kwargs)
 
         model.forward = self._wrapper = forward
+        # Last: an __init__ that raised above leaves the switch as it was.
+        self._fastpath = _fastpath_off()
 
     def remove(self) -> None:
         """Restores the model's ``forward``."""
         model, self._model = self._model, None
         if model is None:
             return
-        switch = _mha_fastpath()
-        if switch is not None and self._fastpath is not None:
-            switch[1](self._fastpath)
-        self._fastpath = None
+        if self._fastpath:
+            self._fastpath = False
+            _fastpath_release()
         self._wired[0] = False
         # Only what __init__ changed is undone: a forward the user assigned
         # after start() (model.forward = torch.compile(model.forward)) stays,
