@@ -170,3 +170,12 @@ def test_steps_without_the_model_write_no_folders_and_warn_once(write_config, re
     dumper.stop()
     assert _step_folders(tmp_path / "d") == ["step200"]
     assert len(read_step(str(tmp_path / "d"), 200)["data"]) == 3
+
+
+def test_l0_keywords_that_select_no_submodule_name_the_keywords(write_config, tmp_path) -> None:
+    dumper = graphprobe.AclGraphDumper(write_config(dump_path=str(tmp_path / "d"), statistics={"list": ["conv"]}))
+    with pytest.warns(RuntimeWarning, match="statistics.list keyword") as record:
+        dumper.start(Small().eval())
+    dumper.stop()
+    (message,) = _messages(record.list, "statistics.list keyword")
+    assert "['conv']" in message and "fix statistics.list" in message and "no submodules" not in message

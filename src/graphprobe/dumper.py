@@ -426,12 +426,14 @@ class AclGraphDumper:
 
 def _no_module_cause(model: torch.nn.Module | None, config: DumpConfig) -> str:
     """Why L0 wiring hooked nothing: no submodule, or none that the keywords select."""
+    records = (f"level {config.level} records the calls of the model's submodules (not of the model itself, as "
+               "msprobe)")
     if config.keywords:
-        what = f"no submodule's '{{path}}.{{Class}}' contains a statistics.list keyword {list(config.keywords)}"
-    else:
-        what = "the model has no submodules" if model is None else f"the {type(model).__name__} has no submodules"
-    return (f"level {config.level} records the calls of the model's submodules (not of the model itself, as "
-            f"msprobe), and {what}, so nothing is recorded; use level \"L1\" or \"mix\" to record its API calls, "
+        return (f"{records}, and no submodule's '{{path}}.{{Class}}' contains a statistics.list keyword "
+                f"{list(config.keywords)} (case-insensitive), so nothing is recorded; fix statistics.list, or leave "
+                "it empty to record every submodule.")
+    what = "the model has no submodules" if model is None else f"the {type(model).__name__} has no submodules"
+    return (f"{records}, and {what}, so nothing is recorded; use level \"L1\" or \"mix\" to record its API calls, "
             "or wrap the model in a container module.")
 
 
