@@ -169,7 +169,9 @@ def test_fail_on_unmatched_fails_on_a_missing_partner(tmp_path: Path, capsys, mi
     code, _, err = cli(capsys, *args, "--fail-on", "unmatched")
     assert code == 1, err
     assert "without a partner" in err and ("step0/rank1" if missing == "rank" else "step1") in err
-    assert cli(capsys, *args, "--fail-on", "error")[0] == 0
+    # A step that recorded nothing writes no folder: a missing partner is a
+    # side that recorded nothing there, which --fail-on error does not pass.
+    assert cli(capsys, *args, "--fail-on", "error")[0] == 1
 
 
 # -- D14: modes of the output folders ---------------------------------------------

@@ -254,7 +254,7 @@ def test_fail_on_warning_fails_on_a_missing_partner_while_every_row_passes(tmp_p
     code, _, err = cli(capsys, *args, "--fail-on", "warning")
     assert code == 1, err
     assert "without a partner" in err and ("step0/rank1" if missing == "rank" else "step1") in err
-    assert cli(capsys, *args, "--fail-on", "error")[0] == 0
+    assert cli(capsys, *args, "--fail-on", "error")[0] == 1
 
 
 # -- tests that let planted bugs through ----------------------------------------

@@ -8,8 +8,9 @@ The levels nest, each failing on everything the previous one fails on:
   docs/formats.md); a pair in which nothing was compared (no row matched:
   two different models, or empty dumps); a side that recorded nothing or far
   fewer records than the other (fewer than half of the larger side's rows
-  matched);
-* ``unmatched``: also any unmatched row, and any step or rank without a partner;
+  matched); a step or rank without a partner (a step that recorded nothing
+  writes no folder, so a missing step is a side that recorded nothing in it);
+* ``unmatched``: also any unmatched row;
 * ``warning``: also any row with Result warning (everything but a clean pass).
 """
 
@@ -47,7 +48,7 @@ def fail_on_reasons(run: CompareRun, level: str) -> list[str]:
         total = run.total(verdict)
         if strict >= needs and total:
             reasons.append(f"{total} row(s) with Result {shown}")
-    if strict >= 1 and run.unpaired:
+    if run.unpaired:
         reasons.append(f"{len(run.unpaired)} step(s)/rank(s) without a partner: "
                        + ", ".join(f"{u.side} {u.what}" for u in run.unpaired[:5])
                        + (" ..." if len(run.unpaired) > 5 else ""))
