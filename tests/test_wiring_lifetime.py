@@ -56,3 +56,43 @@ def test_a_wiring_whose_init_raises_leaves_the_fastpath_as_it_was(user_fastpath)
     wiring = ApiWiring(torch.nn.Linear(2, 2), ())  # the count was not left raised by the failed one
     wiring.remove()
     assert torch.backends.mha.get_fastpath_enabled() is True
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x)) * 2
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "mix"])
+def test_a_dumper_dropped_without_stop_does_not_keep_its_model_alive(level, write_config, read_step, tmp_path):
+    import gc
+    import warnings
+    import weakref
+
+    import graphprobe
+
+    model = _Net()
+    alive = weakref.ref(model)
+    dumper = graphprobe.AclGraphDumper(write_config(level=level))
+    dumper.start(model)
+    model(torch.randn(2, 4))
+    dumper.step()
+    read_step(str(tmp_path / "dump"), 0)  # it recorded
+    del dumper, model
+    gc.collect()
+    assert alive() is None, [type(r).__name__ for r in gc.get_referrers(alive())]
+    # The next start() undoes the dropped dumper's wiring without its model.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the dropped dumper, the used dump_path
+        other = _Net()
+        dumper = graphprobe.AclGraphDumper(write_config(level=level, dump_path=str(tmp_path / "again")))
+        dumper.start(other)
+    other(torch.randn(2, 4))
+    dumper.step()
+    assert read_step(str(tmp_path / "again"), 0)["data"]
+    dumper.stop()
+    assert "forward" not in other.__dict__ and not other.fc._forward_hooks

@@ -84,6 +84,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import weakref
 from typing import Any, Callable, Mapping
 
 import torch
@@ -428,13 +429,15 @@ class ApiWiring:
         table: Mapping[str, tuple[str, ...]] = DEFAULT_APIS,
     ) -> None:
         self.entries = resolve_apis(keywords, table)
-        self._model: torch.nn.Module | None = None
-        self._saved: Any = None
+        # Weak references only: a dumper dropped without stop() keeps its
+        # wiring (to undo it at the next start() or at exit), and that must
+        # not keep the model alive (a re-run notebook cell would hold two).
+        self._model: weakref.ref[torch.nn.Module] | None = None
+        self._wrapper: weakref.ref[Callable[..., Any]] | None = None
+        self._fastpath = False
         if not self.entries:
             return
-        self._model = model
-        self._saved = model.__dict__.get("forward")  # usually None: forward is the class's method
-        self._fastpath = False
+        saved = model.__dict__.get("forward")  # usually None: forward is the class's method
         mode = _ApiMode(self.entries)
         inner = model.forward
         wired = self._wired = [True]
@@ -446,26 +449,30 @@ class ApiWiring:
             with mode:
                 return inner(*args, **kwargs)
 
-        model.forward = self._wrapper = forward
+        forward._graphprobe_saved = saved  # type: ignore[attr-defined]  # lives as long as the wrapper
+        model.forward = forward
+        self._model = weakref.ref(model)
+        self._wrapper = weakref.ref(forward)
         # Last: an __init__ that raised above leaves the switch as it was.
         self._fastpath = _fastpath_off()
 
     def remove(self) -> None:
-        """Restores the model's ``forward``."""
-        model, self._model = self._model, None
-        if model is None:
-            return
+        """Restores the model's ``forward`` (when the model is still alive)."""
+        model_ref, self._model = self._model, None
+        wrapper_ref, self._wrapper = self._wrapper, None
         if self._fastpath:
             self._fastpath = False
             _fastpath_release()
+        if model_ref is None:
+            return
         self._wired[0] = False
+        model, wrapper = model_ref(), wrapper_ref() if wrapper_ref is not None else None
         # Only what __init__ changed is undone: a forward the user assigned
         # after start() (model.forward = torch.compile(model.forward)) stays,
         # its calls passing through the unwired wrapper.
-        if model.__dict__.get("forward") is self._wrapper:
-            if self._saved is None:
+        if model is not None and wrapper is not None and model.__dict__.get("forward") is wrapper:
+            saved = wrapper._graphprobe_saved  # type: ignore[attr-defined]
+            if saved is None:
                 model.__dict__.pop("forward", None)
             else:
-                model.forward = self._saved
-        self._saved = None
-        self._wrapper = None
+                model.forward = saved
