@@ -31,7 +31,7 @@ import torch
 
 from graphprobe import _ops
 from graphprobe import npu as _npu
-from graphprobe import writer as _writer  # noqa: F401  (its atexit hook writes pending dump.json files)
+from graphprobe import writer as _writer  # its atexit hook writes pending dump.json files
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
 from graphprobe.dump_folder import STAGING_PREFIX, prepare_dump_path, remove_stale_staging, step_folders
 from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
@@ -542,6 +542,9 @@ def _at_exit() -> None:
     if wired.staging is None:
         return
     try:
+        # Replays still in flight on a device write through host callbacks:
+        # they end before the staging folder is cancelled and removed.
+        _writer._synchronize_devices()
         _C.writer_cancel(wired.staging + os.sep, wired.write_seq)
         # Every write still queued (finished steps, a staged file being
         # written now) ends before the folder is removed under it.
