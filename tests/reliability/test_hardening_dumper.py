@@ -239,3 +239,61 @@ def test_compare_reads_a_dump_of_a_deeply_nested_output(write_config, read_step,
     code = main(["compare", root, root, "-o", str(tmp_path / "o"), "--no-report", "-q", "--fail-on", "warning"])
     _, err = capsys.readouterr()
     assert code == 0, err
+
+
+# -- staging folders on a dump_path shared by hosts and pid namespaces --------
+
+_HOLD_STAGING = r"""
+import sys
+from graphprobe.dump_folder import make_staging
+print(make_staging(sys.argv[1]), flush=True)
+sys.stdin.read()  # holds the folder's lock until its stdin closes (or it is killed)
+"""
+
+
+def _staging_child(dump: Path):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_STAGING, str(dump)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = proc.stdout.readline().strip()
+    assert path, proc.stderr.read()
+    return proc, Path(path)
+
+
+def test_staging_cleanup_keeps_other_hosts_and_live_locks_and_removes_dead_ones(tmp_path: Path) -> None:
+    from graphprobe.dump_folder import STAGING_LOCK, host_tag, make_staging, release_staging, remove_stale_staging
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    # Another host's folder: no pid or lock here can tell whether it is live, so
+    # it is kept even when its pid does not exist here and its lock is free.
+    other = dump / f".staging_pid999999_0123abcd_{host_tag()}x"
+    other.mkdir()
+    (other / STAGING_LOCK).write_text("")
+    # This host's folder held by a live process (in another pid namespace its
+    # pid could be anything, 1 here): kept while the lock is held.
+    live_proc, live = _staging_child(dump)
+    # This host's folder of a killed process whose pid exists again (pid 1 is
+    # always alive): the free lock, not the pid, says it is stale.
+    dead_proc, dead = _staging_child(dump)
+    dead_proc.kill()
+    dead_proc.wait()
+    assert dead.is_dir()  # what a kill leaves
+    reused = dump / f".staging_pid1_89abcdef_{host_tag()}"
+    reused.mkdir()
+    (reused / STAGING_LOCK).write_text("")
+    own = make_staging(str(dump))  # this process's own folder: its lock must not be touched
+    try:
+        removed = remove_stale_staging(str(dump))
+        assert sorted(removed) == sorted([str(dead), str(reused)])
+        assert other.is_dir() and live.is_dir() and os.path.isdir(own) and not dead.exists()
+        assert remove_stale_staging(str(dump)) == []  # the own folder's lock is still held
+        live_proc.stdin.close()  # the live process ends: its folder is stale now
+        live_proc.wait(timeout=60)
+        assert remove_stale_staging(str(dump)) == [str(live)]
+        assert other.is_dir() and os.path.isdir(own)
+    finally:
+        live_proc.kill()
+        release_staging(own)
