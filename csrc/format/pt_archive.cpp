@@ -82,15 +82,21 @@ class MemorySource final : public Source {
 class FileSource final : public Source {
  public:
   explicit FileSource(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: open() of a FIFO without a writer would block forever
+    // before the S_ISREG check below could refuse it (for a regular file the
+    // flag changes nothing; it is cleared again anyway).
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) throw FormatError("cannot open tensor file '" + path + "': " + std::strerror(errno));
     struct stat st {};
+    errno = 0;
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
       const int err = errno;
       ::close(fd_);
       throw FormatError("tensor file '" + path + "' is not a regular file" +
                         (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
     }
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
     size_ = static_cast<uint64_t>(std::max<off_t>(st.st_size, 0));
   }
   ~FileSource() override { ::close(fd_); }
@@ -312,6 +318,14 @@ const char* kind_name(Node::Kind k) {
   return "a value";
 }
 
+// What the pickle machine copies out of values, each of which may be a
+// memoised one reused for a few bytes of pickle. torch.save writes a key of a
+// few digits, a location such as "cuda:0", names of a few dozen bytes.
+constexpr size_t kMaxKeyBytes = 64;    // a storage's key and location
+constexpr size_t kMaxNameBytes = 256;  // STACK_GLOBAL's module and name
+constexpr size_t kMaxCallArgs = 8;     // arguments of one REDUCE
+constexpr size_t kMaxDims = 64;        // a tensor's sizes and strides (torch's own limit)
+
 class Unpickler {
  public:
   Unpickler(std::string_view data, const Zip& zip) : p_(data), zip_(zip) {}
@@ -405,6 +419,10 @@ class Unpickler {
           const uint32_t name = pop(), module = pop();
           expect(module, Node::kStr, "STACK_GLOBAL module");
           expect(name, Node::kStr, "STACK_GLOBAL name");
+          // The strings may be memoised and reused (BINGET, 2 bytes): the
+          // concatenation copies them, so their length is bounded here.
+          limit(nodes_[module].s.size(), kMaxNameBytes, "a STACK_GLOBAL module name", at);
+          limit(nodes_[name].s.size(), kMaxNameBytes, "a STACK_GLOBAL name", at);
           push_global(nodes_[module].s + " " + nodes_[name].s);
           break;
         }
@@ -442,6 +460,13 @@ class Unpickler {
 
  private:
   [[noreturn]] void bad(const std::string& what) const { zip_.bad(what); }
+  // A value copied out of a memoised one (reusable for 2 bytes of pickle)
+  // is limited, so that no input makes copies grow faster than the pickle.
+  void limit(size_t n, size_t max, const char* what, size_t at) const {
+    if (n > max)
+      bad(std::string(what) + " of " + std::to_string(n) + " bytes at byte " + std::to_string(at) + " (at most " +
+          std::to_string(max) + " are read; torch.save writes a few dozen)");
+  }
 
   unsigned char u8() { return *take(1); }
   const unsigned char* take(size_t n) {
@@ -528,8 +553,12 @@ class Unpickler {
     return nodes_[n].i;
   }
   std::vector<int64_t> ints(uint32_t n, const char* what) const {
+    const std::vector<uint32_t>& items = tuple(n, what);
+    if (items.size() > kMaxDims)
+      bad(std::string(what) + " has " + std::to_string(items.size()) + " dimensions (at most " +
+          std::to_string(kMaxDims) + " are read)");
     std::vector<int64_t> out;
-    for (uint32_t e : tuple(n, what)) {
+    for (uint32_t e : items) {
       const int64_t v = integer(e, what);
       if (v < 0) bad(std::string(what) + " holds the negative value " + std::to_string(v));
       out.push_back(v);
@@ -539,8 +568,19 @@ class Unpickler {
 
   // ('storage', storage class, key, location, numel[, None])
   uint32_t persistent(uint32_t pid) {
-    const std::vector<uint32_t> t = tuple(pid, "the persistent id");  // a copy: make() below may move nodes_
-    if (t.size() < 5 || nodes_[t[0]].kind != Node::kStr || nodes_[t[0]].s != "storage")
+    // One tensor has one storage: a second persistent load (its id may be a
+    // memoised tuple, reused for 3 bytes of pickle) is refused, so that the
+    // key and location below are copied once per file.
+    if (storages_ > 0)
+      bad("the pickle loads a second storage at byte " + std::to_string(pos_ - 1) +
+          " (a torch.save file of one tensor has one storage)");
+    ++storages_;
+    const std::vector<uint32_t>& pid_items = tuple(pid, "the persistent id");
+    if (pid_items.size() < 5 || pid_items.size() > 6)
+      bad("a persistent id of " + std::to_string(pid_items.size()) +
+          " values, not ('storage', type, key, location, numel[, None])");
+    const std::vector<uint32_t> t = pid_items;  // a copy of at most 6: make() below may move nodes_
+    if (nodes_[t[0]].kind != Node::kStr || nodes_[t[0]].s != "storage")
       bad("a persistent id that is not ('storage', type, key, location, numel)");
     expect(t[1], Node::kGlobal, "the storage type");
     const std::string& type = nodes_[t[1]].s;
@@ -555,6 +595,8 @@ class Unpickler {
     if (dtype == nullptr) bad("storage type '" + type + "' is not a storage of a dtype graphprobe reads");
     expect(t[2], Node::kStr, "the storage key");
     expect(t[3], Node::kStr, "the storage location");
+    limit(nodes_[t[2]].s.size(), kMaxKeyBytes, "the storage key", pos_ - 1);
+    limit(nodes_[t[3]].s.size(), kMaxKeyBytes, "the storage location", pos_ - 1);
     const int64_t numel = integer(t[4], "the storage's element count");
     if (numel < 0) bad("the storage claims " + std::to_string(numel) + " elements");
     const uint32_t n = make(Node::kStorage);
@@ -567,11 +609,24 @@ class Unpickler {
 
   uint32_t reduce(uint32_t fn, uint32_t args) {
     expect(fn, Node::kGlobal, "a called object");
+    // Both may be memoised and reused for 3 bytes of pickle: the name is
+    // limited by GLOBAL's own bytes or kMaxNameBytes, the arguments by
+    // kMaxCallArgs (torch.save passes at most 7) before they are copied.
     const std::string name = nodes_[fn].s;
-    const std::vector<uint32_t> a = tuple(args, "call arguments");
+    const std::vector<uint32_t>& args_items = tuple(args, "call arguments");
+    if (args_items.size() > kMaxCallArgs)
+      bad("'" + name + "' called with " + std::to_string(args_items.size()) + " arguments (at most " +
+          std::to_string(kMaxCallArgs) + " are read)");
+    const std::vector<uint32_t> a = args_items;  // a copy: make() below may move nodes_
     if (name == "collections OrderedDict") return make(Node::kDict);
     if (name == "torch._utils _rebuild_tensor_v2" || name == "torch._utils _rebuild_tensor_v3") {
       const bool v3 = name.back() == '3';
+      // One tensor per file: a second call (the sizes and strides it copies
+      // may be memoised tuples) is refused.
+      if (tensors_ > 0)
+        bad("the pickle rebuilds a second tensor at byte " + std::to_string(pos_ - 1) +
+            " (a torch.save file of one tensor rebuilds one)");
+      ++tensors_;
       if (a.size() < (v3 ? 7u : 6u))
         bad(name.substr(13) + " called with " + std::to_string(a.size()) + " arguments");
       expect(a[0], Node::kStorage, "the tensor's storage");
@@ -613,6 +668,8 @@ class Unpickler {
   std::vector<uint32_t> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint32_t, uint32_t> memo_;
+  int storages_ = 0;  // persistent loads so far: at most one
+  int tensors_ = 0;   // _rebuild_tensor calls so far: at most one
 };
 
 bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }

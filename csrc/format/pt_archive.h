@@ -13,8 +13,13 @@
 //    directory field, record offset and length lies inside the file;
 //  * the pickle: only the opcodes and calls torch.save writes for one tensor
 //    (_rebuild_tensor_v2 / _v3, _rebuild_parameter, OrderedDict), at most
-//    kMaxPickleBytes; values are indices into one arena, so no input can
-//    make copies grow faster than the pickle;
+//    kMaxPickleBytes; values are indices into one arena (BINGET and tuples
+//    of tuples copy no data). The few copies made out of values, which may be
+//    memoised ones reused for 2-3 bytes of pickle each, are bounded per file:
+//    one storage (persistent load) and one _rebuild_tensor call per file, a
+//    storage key and location of at most 64 bytes, STACK_GLOBAL names of at
+//    most 256, at most 8 call arguments and 64 dimensions. Memory is then
+//    linear in the pickle (one arena value per opcode at most);
 //  * the tensor: sizes and strides non-negative, element count and extent
 //    computed with overflow checks; (storage offset + the largest index + 1)
 //    * itemsize within the storage; the storage's claimed bytes within its

@@ -101,6 +101,38 @@ ATTACKS: dict[str, tuple[bytes, str]] = {
 }
 
 
+def _memo_reuse_pickle(key: bytes, reuse: bytes, sizes: int = 0) -> bytes:
+    """A 64 KiB pickle that reuses memoised values until it is full: each use
+    of ``reuse`` (3-5 bytes) made the reader copy what the memo holds."""
+    if sizes:  # _rebuild_tensor_v2 (memo 0), a sizes tuple (memo 1), its call's arguments (memo 2)
+        p = bytearray(b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nq\x00")
+        p += b"(" + b"K\x01" * sizes + b"tq\x01"
+        p += (b"((" + _str("storage") + b"ctorch\nFloatStorage\n" + _str("0") + _str("cpu") + b"K\x01tQ"
+              + b"K\x00h\x01h\x01\x89}tq\x02")
+    else:  # a string (memo 0) as the key and location of a persistent id (memo 1)
+        p = bytearray(b"\x80\x02" + b"X" + struct.pack("<I", len(key)) + key + b"q\x00")
+        p += b"(" + _str("storage") + b"ctorch\nFloatStorage\n" + b"h\x00h\x00K\x01tq\x01"
+    while len(p) < (64 << 10) - 8:
+        p += reuse
+    return bytes(p + b".")
+
+
+# Memory amplification: a pickle of 64 KiB whose memoised values were copied
+# at every use. Reading one must stay within a few MiB
+# (test_hostile_input.py measures it); each used to take 0.9-1.7 GB.
+ATTACKS["memo_long_key_reused"] = (archive(_memo_reuse_pickle(b"a" * 32000, b"h\x01Q"), FLOATS16),
+                                   "the storage key of 32000 bytes")
+ATTACKS["memo_storage_reused"] = (archive(_memo_reuse_pickle(b"0", b"h\x01Q"), FLOATS16),
+                                  "loads a second storage")
+ATTACKS["memo_sizes_reused"] = (archive(_memo_reuse_pickle(b"", b"h\x00h\x02R", sizes=10000), FLOATS16),
+                                "the size has 10000 dimensions")
+ATTACKS["memo_tensor_reused"] = (archive(_memo_reuse_pickle(b"", b"h\x00h\x02R", sizes=4), FLOATS16),
+                                 "rebuilds a second tensor")
+ATTACKS["long_stack_global"] = (archive(b"\x80\x02" + _str("m" * 1000) + b"q\x00" + _str("n") + b"q\x01"
+                                        + b"h\x00h\x01\x93" * 4 + b".", FLOATS16),
+                                "a STACK_GLOBAL module name of 1000 bytes")
+
+
 def _truncated_zip() -> bytes:
     good = archive(tensor_pickle(4, [4], [1]), FLOATS16)
     return good[: len(good) // 2]

@@ -94,6 +94,7 @@ def test_dump_documents(tmp_path, doc, junk):
 # D5  a torn/sparse dump.json (NUL bytes) -> DumpFormatError naming the file
 #     and the byte offset, quickly, with memory far below the file's size.
 
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -205,3 +206,54 @@ def test_d5_sparse_dump_json_fails_fast_with_bounded_memory(tmp_path, head):
     assert float(lines["SECONDS"]) < 5.0
     # The read adds at most one 16 MiB piece to what the imports hold.
     assert int(lines["MAXRSS_KB"]) - int(lines["BEFORE_KB"]) < 64 * 1024, lines
+
+
+_AMPLIFY_CHILD = """
+import resource, sys, time
+import torch  # noqa: F401  (the extension links against its libraries)
+from graphprobe import _C
+path, good = sys.argv[1], sys.argv[2]
+print("BEFORE_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # after the imports (torch among them)
+start = time.monotonic()
+try:
+    _C.tensor_metrics(path, good)
+except _C.TensorFileError as e:
+    print("ERROR", str(e).replace(chr(10), " "))
+print("SECONDS", time.monotonic() - start)
+print("MAXRSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+@pytest.mark.parametrize("name", ["memo_long_key_reused", "memo_storage_reused", "memo_sizes_reused",
+                                  "memo_tensor_reused", "long_stack_global"])
+def test_memoised_values_reused_do_not_amplify_memory(tmp_path, name):
+    """A 64 KiB pickle that reuses a memoised value (a 32 KB string as a
+    storage key, a 10,000-entry sizes tuple) in every 3-5 bytes: the reader
+    copied it at each use (925 MB and 1.72 GB resident, 3.5 s). It is refused
+    at the second use, or at the first for a value longer than torch.save
+    ever writes, within a few MiB."""
+    blob, why = crafted_pt.ATTACKS[name]
+    path, good = tmp_path / f"{name}.pt", tmp_path / "good.pt"
+    path.write_bytes(blob)
+    good.write_bytes(_good_pt())
+    proc = subprocess.run([sys.executable, "-c", _AMPLIFY_CHILD, str(path), str(good)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert str(path) in lines["ERROR"] and why in lines["ERROR"], lines
+    assert float(lines["SECONDS"]) < 2.0, lines
+    assert int(lines["MAXRSS_KB"]) - int(lines["BEFORE_KB"]) < 32 * 1024, lines
+
+
+def test_fifo_tensor_file_is_refused_without_blocking(tmp_path):
+    """A FIFO named as a tensor file: open() without O_NONBLOCK waited for a
+    writer forever, before the regular-file check could refuse it."""
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
+    good = tmp_path / "good.pt"
+    good.write_bytes(_good_pt())
+    proc = subprocess.run([sys.executable, "-c", _AMPLIFY_CHILD, str(fifo), str(good)], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert f"tensor file '{fifo}' is not a regular file" in lines["ERROR"], lines
