@@ -168,3 +168,49 @@ def test_tensor_task_files_of_every_dtype_load_bit_exact(write_config, tmp_path)
             want = inputs[n]
             assert got.dtype == want.dtype and got.shape == want.shape, n
             assert got.reshape(-1).view(torch.uint8).tolist() == want.reshape(-1).view(torch.uint8).tolist(), n
+
+
+def test_tensor_task_skips_dtypes_no_file_holds_without_raising_in_forward(write_config, tmp_path, read_step,
+                                                                          capfd):
+    """A quantized or sub-byte tensor met by a tensor-task probe used to raise
+    TypeError inside the model's forward (acl_save's check at the call). Its
+    record now keeps its statistics without data_name, is counted in
+    lost_records, and a warning names the dtype once; other records still
+    get their files."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # quantize_per_tensor is deprecated, still made
+        unsaved = {"qint8": torch.quantize_per_tensor(torch.tensor([0.5, -1.0, 2.0]), 0.5, 0, torch.qint8)}
+    if hasattr(torch, "uint4"):
+        unsaved["uint4"] = torch.tensor([0x21, 0x43], dtype=torch.uint8).view(torch.uint4)
+    model = torch.nn.ModuleDict({"plain": _Pass(), **{f"m_{n}": _Pass() for n in unsaved}})
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor"))
+    dumper.start(model)
+    plain = torch.tensor([1.0, 2.0, 4.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(2):
+            model["plain"](plain)
+            for n, x in unsaved.items():
+                assert model[f"m_{n}"](x) is x
+            dumper.step()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    assert dumper.lost_records == 2 * 2 * len(unsaved)  # input and output, two steps
+    dumper.stop()
+    # A C++ warning outside Python's warning handler goes to stderr.
+    said = [str(w.message) for w in caught] + capfd.readouterr().err.splitlines()
+    texts = [t for t in said if "cannot save tensors of dtype" in t]
+    for n, x in unsaved.items():
+        # Once per dtype, naming it (c10's name: QInt8, UInt4).
+        assert sum(str(x.dtype).split(".")[1].lower() in t.lower() for t in texts) == 1, (n, texts)
+        for part in ("input_args", "output"):
+            (rec,) = data[f"Module.m_{n}._Pass.forward.0"][part]
+            assert rec.get("data_name") is None, (n, rec)
+            assert rec["dtype"] == str(x.dtype) and "Max" in rec, (n, rec)
+    (proc,) = os.listdir(tmp_path / "dump" / "step0")
+    folder = tmp_path / "dump" / "step0" / proc / "dump_tensor_data"
+    assert sorted(os.listdir(folder)) == ["Module.plain._Pass.forward.0.input.0.pt",
+                                          "Module.plain._Pass.forward.0.output.0.pt"]
+    got = torch.load(folder / "Module.plain._Pass.forward.0.output.0.pt", weights_only=True)
+    assert got.tolist() == plain.tolist()

@@ -4,10 +4,14 @@
 #include <c10/util/accumulate.h>
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 
 #include "runtime/capture_state.h"
 #include "runtime/device_runtime.h"
+#include "writer/save_file.h"
 #include "writer/save_target.h"
+#include "writer/writer.h"
 
 namespace graphprobe {
 
@@ -170,6 +174,26 @@ Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, in
   return target;
 }
 
+namespace {
+
+// The tensor task meets a dtype that no torch.save file holds (see record()).
+void skip_unwritable(c10::ScalarType dtype) {
+  writer::Writer::get().count_lost_records(1);
+  static std::mutex warned_mu;
+  static std::set<c10::ScalarType> warned;  // once per dtype per process
+  {
+    const std::lock_guard<std::mutex> lock(warned_mu);
+    if (!warned.insert(dtype).second) return;
+  }
+  TORCH_WARN("graphprobe: task \"tensor\" cannot save tensors of dtype ", dtype,
+             " (quantized and sub-byte integer dtypes have no torch.save file graphprobe writes): their records "
+             "keep their statistics, with data_name null and no .pt file, and are counted in "
+             "AclGraphDumper.lost_records. Convert such tensors to save their values (x.dequantize() or "
+             "x.int_repr(); x.view(torch.uint8) for sub-byte dtypes).");
+}
+
+}  // namespace
+
 void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   // An unsupported device is reported before anything else.
   (void)runtime::runtime_for(x.device().type());
@@ -181,8 +205,18 @@ void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   // Outside the lock: the writer may make this thread wait for budget. A
   // captured save checks the live switch on every replay; a non-captured one
   // got here only while recording.
-  if (target.staged) writer::save_tensor(x, writer::SaveTarget{*target.staged, /*numbered=*/false, target.gate});
+  if (!target.staged) return;
+  // save_tensor refuses (TypeError) a dtype no torch.save file holds, which
+  // is right for acl_save at its call; a probe must not raise in the user's
+  // forward, so such a record keeps its statistics without a file (no
+  // data_name), is counted as lost, and the dtype is named in a warning.
+  if (!writer::writable_dtype(x.scalar_type())) {
+    skip_unwritable(x.scalar_type());
+    return;
+  }
+  writer::save_tensor(x, writer::SaveTarget{*target.staged, /*numbered=*/false, target.gate});
 }
+
 
 void Engine::record_mirror(const at::Tensor& x, int64_t site, int64_t index, int64_t source_site,
                            int64_t source_index) {

@@ -100,9 +100,7 @@ void save_tensor_cuda(const at::Tensor& x, const SaveTarget& target) {
   TORCH_CHECK(x.layout() == c10::kStrided, "graphprobe.acl_save: only dense (strided) tensors can be saved, got a ",
               x.layout(), " tensor");
   // As in save_tensor (the CUDA kernel of the op comes here directly).
-  TORCH_CHECK_TYPE(writable_dtype(x.scalar_type()), "graphprobe.acl_save: a tensor of dtype ", x.scalar_type(),
-                   " cannot be saved as a file torch.load reads (quantized and sub-byte integer dtypes are not "
-                   "saved); convert it first, e.g. x.dequantize() or x.to(torch.uint8)");
+  check_writable(x);
   const c10::cuda::CUDAGuard guard(x.device());
   note_device_used(x.device().index());
   // The autograd fallback leaves grad mode on: copies made here must not join

@@ -12,6 +12,12 @@ namespace graphprobe::writer {
 
 bool writable_dtype(c10::ScalarType dtype) { return pt::dtype_by_c10_name(c10::toString(dtype)) != nullptr; }
 
+void check_writable(const at::Tensor& x) {
+  TORCH_CHECK_TYPE(writable_dtype(x.scalar_type()), "graphprobe.acl_save: a tensor of dtype ", x.scalar_type(),
+                   " cannot be saved as a file torch.load reads (quantized and sub-byte integer dtypes are not "
+                   "saved); convert it first, e.g. x.dequantize() or x.to(torch.uint8)");
+}
+
 std::vector<char> tensor_file_bytes(const at::Tensor& t) {
   const pt::DtypeInfo* d = pt::dtype_by_c10_name(c10::toString(t.scalar_type()));
   TORCH_CHECK_TYPE(d != nullptr, "graphprobe cannot write a tensor of dtype ", t.scalar_type(),

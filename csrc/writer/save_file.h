@@ -14,6 +14,12 @@ namespace graphprobe::writer {
 // copy or save either).
 bool writable_dtype(c10::ScalarType dtype);
 
+// Throws TypeError (TORCH_CHECK_TYPE) for a dtype writable_dtype() refuses,
+// naming it and what to do instead: acl_save's check at the call, shared by
+// the CPU and CUDA paths. The tensor task checks writable_dtype() itself
+// and skips the file instead, since a probe must not raise in forward.
+void check_writable(const at::Tensor& x);
+
 // The torch.save file of `t` (a CPU tensor): the zip format of Python's
 // torch.save, which torch.load reads also with weights_only=True. Dtypes with
 // a legacy storage class go through torch::pickle_save as before; the others

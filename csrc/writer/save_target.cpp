@@ -38,9 +38,7 @@ void save_tensor(const at::Tensor& x, const SaveTarget& target) {
               x.layout(), " tensor");
   // At the call, never on the writer thread: a dtype no file can hold is
   // refused before anything is queued.
-  TORCH_CHECK_TYPE(writable_dtype(x.scalar_type()), "graphprobe.acl_save: a tensor of dtype ", x.scalar_type(),
-                   " cannot be saved as a file torch.load reads (quantized and sub-byte integer dtypes are not "
-                   "saved); convert it first, e.g. x.dequantize() or x.to(torch.uint8)");
+  check_writable(x);
   if (x.is_cuda()) return save_tensor_cuda(x, target);
   if (!x.device().is_cpu()) return save_tensor_device(x, target);
   auto& w = Writer::get();

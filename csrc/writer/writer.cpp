@@ -320,6 +320,11 @@ void Writer::record_error(const std::string& file, const std::string& what, int6
   if (messages_.size() < kKeptMessages) messages_.push_back(std::move(msg));
 }
 
+void Writer::count_lost_records(int64_t records) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  failed_records_ += records;
+}
+
 std::string Writer::take_errors_locked(int64_t* count) {
   *count = unreported_;
   if (unreported_ == 0) return {};

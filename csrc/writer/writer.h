@@ -124,7 +124,7 @@ struct Counters {
   size_t peak_bytes_in_flight = 0;
   int64_t files_written = 0;
   int64_t failed_writes = 0;  // since the process started
-  int64_t failed_records = 0; // tensor records in documents that failed
+  int64_t failed_records = 0; // tensor records in documents that failed, or never saved (count_lost_records)
   int64_t pending = 0;        // jobs submitted and not yet finished
 };
 
@@ -155,6 +155,11 @@ class Writer {
   // records are counted as lost. For files moved or written outside the
   // writer thread (the tensor task's filing at step()).
   void record_error(const std::string& file, const std::string& what, int64_t records = 0);
+
+  // Counts `records` tensor records whose file was never queued (the tensor
+  // task skips a dtype no file can hold, and warns itself): they add to
+  // Counters::failed_records, but are no failed write to report.
+  void count_lost_records(int64_t records);
 
   // The whole path of a host callback: reserve, copy `size` bytes from
   // `data` (a pinned staging buffer), number, enqueue. No CUDA calls; never
