@@ -204,7 +204,12 @@ void Writer::run() {
   for (;;) {
     // A snapshot of the queue, oldest first: whether each job's bytes are on
     // the host already or still wait for a device copy.
-    std::vector<std::pair<Entry*, bool>> snapshot;
+    struct Seen {
+      Entry* entry;
+      int64_t seq;  // identifies the job again under the lock (see below)
+      bool on_host;
+    };
+    std::vector<Seen> snapshot;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -213,8 +218,8 @@ void Writer::run() {
         // An action waits for everything before it (and holds back what
         // follows it) until it is the oldest job.
         if (e->job.action && e != queue_.front()) break;
-        snapshot.emplace_back(e.get(), e->job.ready == nullptr);
-        if (snapshot.back().second) break;  // nothing after it can be older
+        snapshot.push_back({e.get(), e->seq, e->job.ready == nullptr});
+        if (snapshot.back().on_host) break;  // nothing after it can be older
       }
     }
     // The oldest job whose data is on the host. Jobs are written in order,
@@ -222,28 +227,32 @@ void Writer::run() {
     // later ones (a graph's host callback may be waiting for their budget,
     // on the very stream the copy is queued on). Device copies are polled
     // without the lock: the CUDA runtime may hold internal locks while a host
-    // callback runs, and that callback may be waiting for this mutex. Only
-    // this thread removes entries, so the pointers stay valid.
-    Entry* chosen = nullptr;
+    // callback runs, and that callback may be waiting for this mutex.
+    // Entries are removed by this thread and by cancel(); cancel() removes
+    // only jobs already on the host (no device copy), so the entries polled
+    // here stay valid without the lock. An on-host entry may be freed by
+    // cancel() meanwhile, and its address reused by a new submission: the
+    // chosen job is found again by its sequence number, never by pointer.
+    int64_t chosen = -1;
     std::string ready_error;
-    for (const auto& [entry, on_host] : snapshot) {
-      if (on_host) {
-        chosen = entry;
+    for (const Seen& seen : snapshot) {
+      if (seen.on_host) {
+        chosen = seen.seq;
         break;
       }
       try {
-        entry->job.ready->prepare_thread();
-        if (entry->job.ready->done()) {
-          chosen = entry;
+        seen.entry->job.ready->prepare_thread();
+        if (seen.entry->job.ready->done()) {
+          chosen = seen.seq;
           break;
         }
       } catch (const std::exception& e) {
-        chosen = entry;
+        chosen = seen.seq;
         ready_error = std::string("the device-to-host copy failed: ") + e.what();
         break;
       }
     }
-    if (!chosen) {
+    if (chosen < 0) {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait_for(lock, kDevicePoll);
       continue;
@@ -252,7 +261,7 @@ void Writer::run() {
     std::unique_ptr<Entry> entry;
     {
       const std::lock_guard<std::mutex> lock(mu_);
-      auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& e) { return e.get() == chosen; });
+      auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& e) { return e->seq == chosen; });
       if (it == queue_.end()) continue;  // dropped by cancel() meanwhile
       entry = std::move(*it);
       queue_.erase(it);
