@@ -9,7 +9,8 @@
 #    valid files of every dtype, 20000 random mutations of one, and then every
 #    crafted file of tests/reliability/crafted_pt.py (claims of sizes, strides,
 #    offsets and counts past what the file holds, a lying zip directory,
-#    hostile pickle opcodes), each of which must be refused with FormatError.
+#    hostile pickle opcodes, memoised values reused to amplify memory), each
+#    of which must be refused with FormatError.
 # Usage: scripts/asan_parsers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
