@@ -261,13 +261,18 @@ def _is_probe(node: torch.fx.Node) -> bool:
     return "graphprobe" in str(node.target)
 
 
+_VIEWS = {torch.ops.aten.view.default, torch.ops.aten.reshape.default, torch.ops.aten._unsafe_view.default,
+          torch.ops.aten.squeeze.dim, torch.ops.aten.unsqueeze.default, torch.ops.aten.alias.default}
+
+
 class ScaleModuleOutput:
     """Fault B: an inductor post-grad pass (``post_grad_custom_post_pass``)
     that multiplies the output of module ``path`` by ``scale``.
 
     The output is the last node (graph order) computed inside the module
-    (by ``nn_module_stack``) that a node outside the module uses; every
-    user of it except the new multiply -- graphprobe's probes included --
+    (by ``nn_module_stack``) that a node outside the module uses, followed
+    back through views to the op that computed its values; every user of
+    that node except the new multiply -- graphprobe's probes included --
     is rerouted to the product. ``applied`` lists the nodes scaled (the
     pass must find exactly one)."""
 
@@ -283,6 +288,12 @@ class ScaleModuleOutput:
         if not outputs:
             return
         node = outputs[-1]
+        # Through views back to the op that computed the values (GPT-2's
+        # Conv1D returns addmm(...).view(...): scaling the view would leave
+        # the addmm's own output, which L1 records, untouched).
+        while (node.target in _VIEWS and node.args and isinstance(node.args[0], torch.fx.Node)
+               and node.args[0] in members):
+            node = node.args[0]
         with graph.inserting_after(node):
             mul = graph.call_function(torch.ops.aten.mul.Tensor, (node, self.scale))
         mul.meta.update({k: v for k, v in node.meta.items() if k != "val"})
@@ -453,8 +464,16 @@ def scale_aware_errors(t: dict[str, Any], b: dict[str, Any]) -> dict[str, float]
     return out
 
 
+def coarsest_dtype(rows: list["NoiseRow"]) -> str:
+    """The float dtype with the largest floors among ``rows`` (a bf16 model's
+    float32 rows carry bf16 noise: inductor keeps bf16 intermediates in
+    float32, so a cast's float32 output holds the unrounded value)."""
+    return max((r.dtype for r in rows), key=lambda d: FLOORS.get(d, (0.0, 0.0)), default="torch.float32")
+
+
 def z_score(dtype: str, errors: dict[str, float]) -> float:
-    """max over statistics of e_s / floor_s with H1's per-dtype floors."""
+    """max over statistics of e_s / floor_s with the per-dtype floors of the
+    issue's design (:data:`FLOORS`)."""
     agg, ext = FLOORS.get(dtype, (1e-4, 1e-4))
     return max((e / (agg if k in AGGREGATE else ext) for k, e in errors.items()), default=0.0)
 
