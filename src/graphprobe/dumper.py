@@ -33,10 +33,15 @@ from graphprobe import _ops
 from graphprobe import npu as _npu
 from graphprobe import writer as _writer  # its atexit hook writes pending dump.json files
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
-from graphprobe.dump_folder import STAGING_PREFIX, prepare_dump_path, remove_stale_staging, step_folders
+from graphprobe.dump_folder import (
+    make_staging,
+    prepare_dump_path,
+    release_staging,
+    remove_stale_staging,
+    step_folders,
+)
 from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
 from graphprobe.module_names import check_module_names
-from graphprobe.output_files import make_dirs
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 from graphprobe.wiring.probe import new_session
@@ -111,6 +116,7 @@ class _Wired:
                 _C.writer_wait(self.write_seq)
         finally:
             shutil.rmtree(self.staging, ignore_errors=True)
+            release_staging(self.staging)
             self.staging = None
 
 
@@ -195,8 +201,7 @@ class AclGraphDumper:
             # Full tensors are staged per probe and moved to their record
             # names at step(); the folder is hidden inside dump_path so that
             # renames never cross file systems.
-            wired.staging = os.path.join(self.config.dump_path, f"{STAGING_PREFIX}{os.getpid()}")
-            make_dirs(wired.staging)
+            wired.staging = make_staging(self.config.dump_path)
             _C.set_tensor_staging(wired.staging)
         wired.dump_path = self.config.dump_path
         if self.config.records_modules:
