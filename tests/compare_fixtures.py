@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -74,3 +75,18 @@ def csv_disagreements(
             continue
         out += [f"{name} {c}: {row[c]!r} vs msprobe {ref[c]!r}" for c, judge in same.items() if not judge(row[c], ref[c])]
     return out
+
+
+def cli(capsys: Any, *args: str) -> tuple[int, str, str]:
+    """Runs ``graphprobe ARGS`` in this process: (exit code, stdout, stderr)."""
+    from graphprobe.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """A compare CSV as one dict per row."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))

@@ -67,3 +67,16 @@ class TinyTransformer(nn.Module):
 def make_transformer(seed: int = 0, **kwargs: int) -> TinyTransformer:
     torch.manual_seed(seed)
     return TinyTransformer(**kwargs).eval()
+
+
+class Small(nn.Module):
+    """Linear -> ReLU -> Linear: the smallest model with three L0 records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))

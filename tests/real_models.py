@@ -49,6 +49,8 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from reference import flatten_dump
+
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]
 
 LEVELS = ("L0", "L1", "mix")
@@ -405,24 +407,7 @@ def load_data(path: str) -> dict[str, Any]:
 
 def tensor_rows(data: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     """``{entry: {place: tensor record}}`` over inputs, kwargs, outputs and parameters."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-
-    def walk(v: Any, prefix: str, into: dict[str, dict[str, Any]]) -> None:
-        if isinstance(v, dict) and v.get("type") == "torch.Tensor":
-            into[prefix] = v
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                walk(x, f"{prefix}.{i}", into)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(x, f"{prefix}.{k}", into)
-
-    for name, entry in data.items():
-        rec: dict[str, dict[str, Any]] = {}
-        for part in ("input_args", "input_kwargs", "parameters", "output"):
-            walk(entry.get(part, []), part, rec)
-        out[name] = rec
-    return out
+    return flatten_dump(data, ("input_args", "input_kwargs", "parameters", "output"))
 
 
 def record_list(data: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any, Any]]]]:

@@ -85,8 +85,11 @@ class ReferenceRecorder:
             h.remove()
 
 
-def flatten_dump(data: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """dump.json's data → {entry: {place: record}} for tensor records."""
+FORWARD_PARTS = ("input_args", "input_kwargs", "output")
+
+
+def flatten_dump(data: dict[str, Any], parts: tuple[str, ...] = FORWARD_PARTS) -> dict[str, dict[str, dict[str, Any]]]:
+    """dump.json's data → {entry: {place: record}} for the tensor records of ``parts``."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
 
     def walk(v: Any, prefix: str, into: dict[str, dict[str, Any]]) -> None:
@@ -101,7 +104,7 @@ def flatten_dump(data: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
 
     for name, entry in data.items():
         rec: dict[str, dict[str, Any]] = {}
-        for part in ("input_args", "input_kwargs", "output"):
+        for part in parts:
             walk(entry.get(part, []), part, rec)
         out[name] = rec
     return out

@@ -21,7 +21,6 @@ Attack list (each test names its item):
 
 from __future__ import annotations
 
-import csv
 import os
 import stat
 import subprocess
@@ -30,25 +29,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from compare_fixtures import entry, simple_model_dump, tensor, write_dump
+from compare_fixtures import cli, entry, read_csv, simple_model_dump, tensor, write_dump
 
 import graphprobe.compare.runner as gpc
-from graphprobe.cli import main
 from graphprobe.compare.pairing import pair_paths
 from graphprobe.output_files import make_dirs, temporary_name, write_text_atomic
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def umask() -> int:

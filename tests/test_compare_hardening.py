@@ -4,7 +4,6 @@ keys, nesting limits, out-of-memory, and the --fail-on gate. No torch."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -14,28 +13,16 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from compare_fixtures import entry, simple_model_dump, tensor, write_dump
+from compare_fixtures import cli, entry, read_csv, simple_model_dump, tensor, write_dump
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import graphprobe.compare.runner as gpc
 from graphprobe import _compare
-from graphprobe.cli import main
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 E = "Module.fc.Linear.forward.0"
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 # -- item 4: two compares in the same second ---------------------------------

@@ -8,21 +8,11 @@ import warnings
 import pytest
 import torch
 from torch import nn
+from models import Small
 from reference import ReferenceRecorder, assert_stats_close, flatten_dump, stats64
 
 import graphprobe
 from graphprobe.dumper import DumperStateError
-
-
-class Small(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.act = nn.ReLU()
-        self.fc2 = nn.Linear(16, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))
 
 
 def _model() -> Small:

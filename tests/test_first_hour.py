@@ -1,4 +1,4 @@
-"""A new user's first hour (issue 31): a forgotten step(), an L0 model without
+"""A new user's first hour: a forgotten step(), an L0 model without
 submodules and step() without the model each end in a warning that names the
 real cause, never in a silent empty dump."""
 
@@ -16,20 +16,9 @@ import torch
 from torch import nn
 
 import graphprobe
+from models import Small
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class Small(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.act = nn.ReLU()
-        self.fc2 = nn.Linear(16, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))
-
 
 X = torch.linspace(-1.0, 1.0, 24).reshape(3, 8)
 # Tensor rows of one L0 call of Small, counted by hand: fc1 and fc2 each
