@@ -11,7 +11,7 @@ import graphprobe
 def test_public_api_is_pinned():
     assert sorted(graphprobe.__all__) == sorted(
         ["AclGraphDumper", "ConfigError", "DumpConfig", "DumpWriteError", "GraphDumper", "acl_save", "flush",
-         "load_config", "save"]
+         "load_config", "reference_dump", "save"]
     )
     assert graphprobe.GraphDumper is graphprobe.AclGraphDumper
     for name in graphprobe.__all__:

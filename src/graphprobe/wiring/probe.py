@@ -24,6 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from graphprobe._ops import _C, record_stats, record_stats_fusable
@@ -41,6 +43,7 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 # torch.Tensor's own __torch_dispatch__ (a C function: the class attribute is
 # the same object on every access); a subclass that overrides it has another.
 _NO_DISPATCH = torch._C._disabled_torch_dispatch_impl
+_TRACING_TENSORS = (FakeTensor, FunctionalTensor)
 
 # The marker probed for a part without tensors (see _probe), in eager mode.
 _MARKER = torch.empty(0)
@@ -124,7 +127,12 @@ def _recordable(value: torch.Tensor) -> torch.Tensor | None:
 
 def _has_own_dispatch(value: torch.Tensor) -> bool:
     """Whether ``value``'s class overrides ``__torch_dispatch__`` (a wrapper
-    subclass: every op on it, a probe's included, runs its Python code)."""
+    subclass: every op on it, a probe's included, runs its Python code).
+    Tracing tensors are not: a FakeTensor or FunctionalTensor runs the
+    probe's fake kernel, which is how a trace outside dynamo (non-strict
+    export, torchair's npugraph_ex) keeps the probes."""
+    if isinstance(value, _TRACING_TENSORS):
+        return False
     if is_traceable_wrapper_subclass(value):
         return True
     return getattr(type(value), "__torch_dispatch__", _NO_DISPATCH) is not _NO_DISPATCH
