@@ -71,6 +71,7 @@ PY_FLOORS: dict[str, int] = {
     "graphprobe.module_names": 1,
     "graphprobe.dynamo_cache": 1,
     "graphprobe.npu": 1,
+    "graphprobe.config_env": 1,
     # 2: the op definitions (they register the NPU runtime on load), the
     # writer's lifecycle, acl_save.
     "graphprobe._ops": 2,
@@ -85,6 +86,7 @@ PY_FLOORS: dict[str, int] = {
     "graphprobe.compare.command": 5,
     "graphprobe.demo": 5,
     "graphprobe.reference": 5,
+    "graphprobe.diagnose": 5,
     # 6: the command line (and the package face, PY_PACKAGE_FACE).
     "graphprobe.cli": 6,
     # 7: python -m graphprobe.

@@ -33,6 +33,7 @@ from graphprobe import _ops
 from graphprobe import npu as _npu
 from graphprobe import writer as _writer  # its atexit hook writes pending dump.json files
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
+from graphprobe.config_env import config_path_from_env, save_repro_module
 from graphprobe.dump_folder import (
     make_staging,
     prepare_dump_path,
@@ -126,6 +127,8 @@ class AclGraphDumper:
     Args:
         config_path: path of a ``config.json``; ``None`` loads the built-in
             default (L0 statistics of every submodule into ``./graphprobe_dump``).
+            The environment variable ``GRAPHPROBE_CONFIG``, when set, replaces
+            it (:mod:`graphprobe.config_env`).
     """
 
     # The engine's record store is one per process, so one dumper may be
@@ -135,7 +138,8 @@ class AclGraphDumper:
     _live: _Wired | None = None
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None) -> None:
-        self.config: DumpConfig = load_config(config_path)
+        # $GRAPHPROBE_CONFIG replaces config_path (graphprobe diagnose runs the user's script with it).
+        self.config: DumpConfig = load_config(config_path_from_env(config_path))
         self._wired: _Wired | None = None
         self._started_once = False
         self._active = False
@@ -192,6 +196,7 @@ class AclGraphDumper:
         if guard_module_hooks():
             _warn_compiled_before_start(model)
         check_module_names(model)
+        save_repro_module(model)  # only under graphprobe diagnose ($GRAPHPROBE_REPRO_MODULE); never raises
         # Absolute from here on: a later os.chdir() must not move the dump.
         self.config = dataclasses.replace(self.config, dump_path=prepare_dump_path(self.config.dump_path))
         remove_stale_staging(self.config.dump_path)

@@ -1,0 +1,106 @@
+"""Configuration supplied through the environment, for tools that run the
+user's own script (``graphprobe diagnose``).
+
+``GRAPHPROBE_CONFIG=PATH``: every ``AclGraphDumper(...)`` created in the
+process loads PATH instead of the ``config_path`` it was given (or of the
+built-in default). A tool that runs ``python train.py`` can so choose the
+dump path, level and replay selection without the script being edited. An
+empty value counts as unset.
+
+``GRAPHPROBE_REPRO_MODULE=NAME`` with ``GRAPHPROBE_REPRO_DIR=DIR``: at
+``start()`` the dumper saves the submodule NAME of the model (dotted path,
+as in record names) into DIR for a bug-report repro: ``module.pt`` (the
+whole module, pickled), ``state_dict.pt`` and ``module.json`` (class,
+import path, the source of classes defined in the script's ``__main__`` and
+the simple constants they read). Saving never raises into the user's
+script: a failure is a warning.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import types
+import warnings
+from typing import Any
+
+__all__ = ["CONFIG_ENV", "REPRO_DIR_ENV", "REPRO_MODULE_ENV", "config_path_from_env", "save_repro_module"]
+
+#: Replaces the config path of every dumper in the process.
+CONFIG_ENV = "GRAPHPROBE_CONFIG"
+#: The submodule (dotted path) to save at start() for a repro.
+REPRO_MODULE_ENV = "GRAPHPROBE_REPRO_MODULE"
+#: Where that submodule is saved.
+REPRO_DIR_ENV = "GRAPHPROBE_REPRO_DIR"
+
+
+def config_path_from_env(config_path: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
+    """``$GRAPHPROBE_CONFIG`` when it is set and not empty, else ``config_path``."""
+    env = os.environ.get(CONFIG_ENV, "")
+    return env if env else config_path
+
+
+def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
+    """The source of every class of ``module``'s subtree (and their bases)
+    defined in ``__main__``, bases first, and the ``__main__`` constants
+    (str, int, float, bool, None) their methods read by name."""
+    import __main__
+
+    classes: list[type] = []
+
+    def add(cls: type) -> None:
+        if cls in classes or cls.__module__ != "__main__":
+            return
+        for base in cls.__bases__:
+            add(base)
+        classes.append(cls)
+
+    for sub in module.modules():
+        add(type(sub))
+    sources: list[str] = []
+    constants: dict[str, Any] = {}
+    for cls in classes:
+        try:
+            sources.append(inspect.getsource(cls))
+        except (OSError, TypeError):
+            sources.append(f"# the source of class {cls.__qualname__} could not be read\n")
+        for value in vars(cls).values():
+            code = getattr(value, "__code__", None)
+            if not isinstance(code, types.CodeType):
+                continue
+            for name in code.co_names:
+                v = getattr(__main__, name, inspect.Parameter.empty)
+                if v is None or isinstance(v, (str, int, float, bool)):
+                    constants[name] = v
+    return sources, constants
+
+
+def save_repro_module(model: Any) -> None:
+    """Saves the submodule named by ``$GRAPHPROBE_REPRO_MODULE`` into
+    ``$GRAPHPROBE_REPRO_DIR`` (see the module docstring); does nothing when
+    either is unset. Never raises: a failure is a RuntimeWarning."""
+    name = os.environ.get(REPRO_MODULE_ENV)
+    folder = os.environ.get(REPRO_DIR_ENV)
+    if name is None or not folder:
+        return
+    try:
+        import torch
+
+        module = model.get_submodule(name) if name else model
+        os.makedirs(folder, exist_ok=True)
+        cls = type(module)
+        info: dict[str, Any] = {"module": name, "class": cls.__qualname__, "class_module": cls.__module__,
+                                "repr": repr(module)[:4000], "pickled": False}
+        torch.save(module.state_dict(), os.path.join(folder, "state_dict.pt"))
+        try:
+            torch.save(module, os.path.join(folder, "module.pt"))
+            info["pickled"] = True
+        except Exception as e:  # noqa: BLE001  a module holding a lambda, a lock ...: the repro explains
+            info["pickle_error"] = f"{type(e).__name__}: {e}"
+        info["main_sources"], info["main_constants"] = _main_sources(module)
+        with open(os.path.join(folder, "module.json"), "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=1, default=repr)
+    except Exception as e:  # noqa: BLE001  never raise into the user's script
+        warnings.warn(f"graphprobe: {REPRO_MODULE_ENV}={name!r}: the module could not be saved into {folder!r} for "
+                      f"the repro: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
