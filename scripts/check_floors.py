@@ -71,6 +71,7 @@ PY_FLOORS: dict[str, int] = {
     "graphprobe.module_names": 1,
     "graphprobe.dynamo_cache": 1,
     "graphprobe.npu": 1,
+    "graphprobe.replay.config": 1,
     "graphprobe.config_env": 1,
     # 2: the op definitions (they register the NPU runtime on load), the
     # writer's lifecycle, acl_save.
@@ -80,6 +81,7 @@ PY_FLOORS: dict[str, int] = {
     # 3: the probe wiring and the compare package.
     "graphprobe.wiring": 3,
     "graphprobe.compare": 3,
+    "graphprobe.replay": 3,
     # 4: the dumper.
     "graphprobe.dumper": 4,
     # 5: the commands.

@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from graphprobe._text import first_unsafe
+from graphprobe.replay.config import ReplayConfig, parse_replay
 
 __all__ = [
     "ConfigError",
@@ -45,7 +46,7 @@ TASKS = ("statistics", "tensor")
 LEVEL_RECORDS: dict[str, tuple[bool, bool]] = {"L0": (True, False), "L1": (False, True), "mix": (True, True)}
 LEVELS = tuple(LEVEL_RECORDS)
 DEFAULT_LEVEL = "L0"
-ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "dump_enable")
+ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "dump_enable", "replay")
 STATISTICS_KEYS = ("list",)
 #: msprobe's config keys that graphprobe accepts and ignores: key -> (the value
 #: under which ignoring it changes nothing, None: any value; what graphprobe
@@ -101,6 +102,7 @@ class DumpConfig:
     keywords: tuple[str, ...] = ()  # empty: every module / API records
     dump_enable: bool = True
     source: str | None = field(default=None, compare=False)
+    replay: ReplayConfig | None = None  # "replay": local error attribution (graphprobe.replay)
 
     @property
     def records_modules(self) -> bool:
@@ -300,6 +302,8 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
     if not isinstance(enable, bool):
         raise _type_error("dump_enable", enable, "true or false")
 
+    replay = parse_replay(data.get("replay"), level, ConfigTypeError, ConfigValueError)
+
     return DumpConfig(
         dump_path=dump_path,
         task=task,
@@ -308,6 +312,7 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
         keywords=tuple(k.lower() for k in keywords),
         dump_enable=enable,
         source=source,
+        replay=replay,
     )
 
 

@@ -46,6 +46,8 @@ from graphprobe.module_names import check_module_names
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 from graphprobe.wiring.probe import new_session
+from graphprobe.replay.capture import ReplayWiring
+from graphprobe.replay.judge import replay_at_step
 
 __all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "DumpWriteError", "current_rank"]
 
@@ -217,6 +219,8 @@ class AclGraphDumper:
                               stacklevel=2)
         if self.config.records_apis:
             wired.wiring.append(ApiWiring(model, self.config.keywords))
+        if self.config.replay is not None:  # "replay": keeps module calls to re-run at step() (graphprobe.replay)
+            wired.wiring.append(ReplayWiring(model, self.config.replay))
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
         self._failed_records_base = _C.writer_stats()["failed_records"]
         _C.set_enabled(self._enabled)
@@ -255,6 +259,8 @@ class AclGraphDumper:
         if not self._active:
             return
         recording = self._enabled
+        if self._wired is not None:  # "replay": re-runs this step's kept calls, writes replay.json
+            replay_at_step(self._wired.wiring, self.config.replay, self._step_dir() if dump else None)
         if not dump:
             summary = _C.finish_step(None, self.config.task, self.config.level)
         else:

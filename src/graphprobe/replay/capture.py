@@ -1,0 +1,356 @@
+"""Keeping a module call's inputs, buffers and graph-mode outputs for replay.
+
+The hooks that :class:`ReplayWiring` adds run eagerly on every call, and
+under ``torch.compile`` once, while dynamo traces. They do not keep anything
+themselves: they describe the call's structure (a constant of the graph, its
+*site*) and hand the call's tensors to ``graphprobe_replay::keep``, an op
+that becomes a node of the compiled graph and so runs on every execution,
+with the real tensors:
+
+* part 0, when the call opens: the positional and keyword inputs, then the
+  module's buffers (its own and its submodules', so that a KV cache or
+  BatchNorm's running statistics are replayed from their values at the
+  call), then its parameters (only their version counters are read: a
+  parameter updated between the call and ``step()`` makes the call "not
+  judged");
+* part 1, when the call closes: its outputs.
+
+The op copies what it keeps (``clone``) unless the memory budget of the step
+is spent, in which case the call is kept without tensors and reported "not
+judged" with the budget as the reason. Under CUDA or ACL graph capture the op
+runs once, at capture: its copies are made by captured kernels into memory
+the graph owns, so each replay of the graph refreshes them, and ``step()``
+reads the latest replay's values (one call per captured site per step).
+
+The op never raises: a failure is kept as the call's reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.fx.node import has_side_effect
+from torch.utils.hooks import RemovableHandle
+
+from graphprobe.replay.config import ReplayConfig
+from graphprobe.wiring.probe import MAX_DEPTH, safe_text
+from graphprobe.wiring.symbolic import concrete_numbers
+
+__all__ = ["Call", "ReplayWiring", "Site", "STORE", "keep_op"]
+
+_LIB = torch.library.Library("graphprobe_replay", "DEF")
+_LIB.define("keep(Tensor[] tensors, int site, int part) -> ()", tags=(torch.Tag.nondeterministic_seeded,))
+
+PART_OPEN, PART_CLOSE = 0, 1
+
+# A spec leaf: ("T", k) the k-th kept tensor; ("V", value) a number, string,
+# bool or None; ("D", "torch.float32") a dtype; ("X", "TypeName") a value
+# replay cannot rebuild. Containers: ("tuple"|"list", children) and
+# ("dict", ((key, child), ...)).
+Spec = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Site:
+    """What is known of a call at trace time (or, eagerly, at its first call)."""
+
+    path: str
+    cls: str
+    args: Spec
+    kwargs: Spec
+    inputs: int  # kept input tensors
+    buffers: tuple[str, ...]  # names in module.named_buffers() order
+    params: tuple[str, ...]
+
+
+@dataclass
+class Call:
+    """One call of a module as the graph-mode run made it."""
+
+    site: int
+    inputs: list[torch.Tensor] | None = None
+    buffers: list[torch.Tensor] | None = None
+    param_versions: list[int] | None = None
+    outputs: list[torch.Tensor] | None = None
+    opened: bool = False
+    closed: bool = False
+    captured: bool = False
+    refused: str = ""  # why nothing (or not everything) was kept
+    nbytes: int = 0
+
+
+@dataclass
+class _Store:
+    """The kept calls of the current step, and the captured sites."""
+
+    sites: list[Site] = field(default_factory=list)
+    keys: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    captured: dict[int, Call] = field(default_factory=dict)
+    budget: int = 0
+    used: int = 0  # bytes kept this step (captured copies count every step)
+    active: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def site(self, key: tuple[Any, ...], make: Any) -> int:
+        with self.lock:
+            found = self.keys.get(key)
+            if found is None:
+                found = len(self.sites)
+                self.sites.append(make())
+                self.keys[key] = found
+            return found
+
+    def keep(self, tensors: list[torch.Tensor], site: int, part: int) -> None:
+        if not self.active or not 0 <= site < len(self.sites):
+            return
+        info = self.sites[site]
+        capturing = _capturing()
+        with self.lock:
+            call = self._find(site, part, capturing)
+            if part == PART_OPEN:
+                call.opened = True
+                keep = list(tensors[: info.inputs + len(info.buffers)])
+                call.param_versions = [int(t._version) for t in tensors[info.inputs + len(info.buffers):]]
+            else:
+                call.closed = True
+                keep = list(tensors)
+            nbytes = sum(t.numel() * t.element_size() for t in keep)
+            if call.refused:
+                return
+            if self.used + nbytes > self.budget:
+                call.refused = (f"not judged: over the replay memory budget ({self.budget / 2**20:.0f} MiB; this "
+                                f"call needs {(call.nbytes + nbytes) / 2**20:.1f} MiB more with "
+                                f"{self.used / 2**20:.1f} MiB kept this step): raise replay.memory_mb or narrow "
+                                "replay.list")
+                call.inputs = call.buffers = call.outputs = None
+                self.used -= call.nbytes
+                call.nbytes = 0
+                return
+            self.used += nbytes
+            call.nbytes += nbytes
+        copies = [t.detach().clone() for t in keep]
+        if part == PART_OPEN:
+            call.inputs, call.buffers = copies[: info.inputs], copies[info.inputs:]
+        else:
+            call.outputs = copies
+
+    def _find(self, site: int, part: int, capturing: bool) -> Call:
+        """The call this part belongs to: the first of the site still
+        missing it (a backend may run a close before the next open), else a
+        new one."""
+        if capturing:
+            call = self.captured.get(site)
+            if call is None or (call.opened if part == PART_OPEN else call.closed):
+                call = Call(site, captured=True)
+                self.captured[site] = call
+            return call
+        for call in self.calls:
+            if call.site == site and not (call.opened if part == PART_OPEN else call.closed):
+                return call
+        call = Call(site)
+        self.calls.append(call)
+        return call
+
+    def take(self) -> list[Call]:
+        """This step's calls (captured sites last, once each); the budget
+        starts again."""
+        with self.lock:
+            calls, self.calls = self.calls, []
+            calls.extend(self.captured.values())
+            self.used = sum(c.nbytes for c in self.captured.values())
+            return calls
+
+    def reset(self) -> None:
+        with self.lock:
+            self.calls = []
+            self.captured = {}
+            self.used = 0
+
+
+STORE = _Store()
+
+
+def _capturing() -> bool:
+    if torch.cuda.is_available() and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        return True
+    try:
+        from graphprobe._ops import _C
+
+        return bool(_C.privateuse1_capturing())
+    except Exception:  # pragma: no cover - no NPU runtime
+        return False
+
+
+def _keep_impl(tensors: list[torch.Tensor], site: int, part: int) -> None:
+    """The op's kernel: keeps copies; never raises inside the user's forward."""
+    try:
+        STORE.keep(tensors, site, part)
+    except Exception as exc:  # pragma: no cover - defensive: a probe must not break the model
+        _warn_once(f"graphprobe: replay could not keep a call of site {site}: {exc}")
+
+
+def _keep_fake(tensors: list[torch.Tensor], site: int, part: int) -> None:
+    """Tracing: nothing is kept."""
+    return None
+
+
+_LIB.impl("keep", _keep_impl, "CompositeExplicitAutograd")
+torch.library.register_fake("graphprobe_replay::keep", _keep_fake, lib=_LIB)
+keep_op = torch.ops.graphprobe_replay.keep.default
+has_side_effect(keep_op)
+
+_warned: set[str] = set()
+
+
+def _warn_once(text: str) -> None:
+    if text not in _warned:
+        _warned.add(text)
+        warnings.warn(text, RuntimeWarning, stacklevel=2)
+
+
+def _describe(value: Any, depth: int, tensors: list[torch.Tensor]) -> Spec:
+    """The structure of ``value`` with its tensors replaced by their index in
+    ``tensors``. Written for dynamo to trace without a graph break."""
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.is_nested or (
+                type(value) not in (torch.Tensor, torch.nn.Parameter) and _own_dispatch(value)):
+            return ("X", type(value).__name__ + "(" + str(value.layout) + ")")
+        tensors.append(value.detach())
+        return ("T", len(tensors) - 1)
+    if depth >= MAX_DEPTH:
+        return ("X", "nesting deeper than " + str(MAX_DEPTH))
+    if isinstance(value, (tuple, list)):
+        kind = "list" if isinstance(value, list) else "tuple"
+        return (kind, tuple(_describe(v, depth + 1, tensors) for v in value))
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, (str, int)):
+                return ("X", "dict with " + type(key).__name__ + " keys")
+            items.append((key, _describe(item, depth + 1, tensors)))
+        return ("dict", tuple(items))
+    if value is None or isinstance(value, (bool, int, float, str)):
+        if isinstance(value, str):
+            return ("V", safe_text(value))
+        return ("V", value)
+    if isinstance(value, torch.dtype):
+        return ("D", str(value))
+    return ("X", type(value).__name__)
+
+
+def _own_dispatch(value: torch.Tensor) -> bool:
+    from graphprobe.wiring.probe import _has_own_dispatch
+
+    return _has_own_dispatch(value)
+
+
+@torch._dynamo.assume_constant_result
+def _site_of(path: str, cls: str, args: Spec, kwargs: Spec, inputs: int, buffers: tuple[str, ...],
+             params: tuple[str, ...]) -> int:
+    """The site of a call of this structure; executed, not traced (its
+    result is a constant of the compiled graph)."""
+    key = (path, args, kwargs, inputs, buffers, params)
+    return STORE.site(key, lambda: Site(path, cls, args, kwargs, inputs, buffers, params))
+
+
+def _names(module: torch.nn.Module) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return (tuple(n for n, _ in module.named_buffers()), tuple(n for n, _ in module.named_parameters()))
+
+
+class ReplayWiring:
+    """Hooks on the modules that replay selects; :meth:`remove` undoes them.
+
+    ``modules`` maps every wired module's path to a weak reference to it
+    (a dropped dumper must not keep the model alive), in ``named_modules()``
+    order.
+    """
+
+    def __init__(self, model: torch.nn.Module, config: ReplayConfig) -> None:
+        self._handles: list[RemovableHandle] = []
+        self.modules: dict[str, weakref.ref[torch.nn.Module]] = {}
+        for path, module in model.named_modules():
+            if not path or not config.selects(path, type(module).__name__):
+                continue
+            self.modules[path] = weakref.ref(module)
+            buffers, params = _names(module)
+            self._handles.append(module.register_forward_pre_hook(
+                _open_hook(path, type(module).__name__, buffers, params), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(
+                _close_hook(path, type(module).__name__, buffers, params), with_kwargs=True))
+        STORE.budget = config.memory_mb * 2**20
+        STORE.reset()
+        STORE.active = True
+
+    def remove(self) -> None:
+        """Removes the hooks and forgets the kept calls."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        STORE.active = False
+        STORE.reset()
+
+
+def _gather(module: torch.nn.Module, names: tuple[str, ...], kind: str) -> list[torch.Tensor]:
+    """The module's buffers or parameters by their dotted names."""
+    out = []
+    for name in names:
+        owner = module
+        parts = name.split(".")
+        for part in parts[:-1]:
+            owner = owner._modules[part]
+        table = owner._buffers if kind == "buffers" else owner._parameters
+        out.append(table[parts[-1]].detach())
+    return out
+
+
+def _call_parts(module: torch.nn.Module, path: str, cls: str, args: Any, kwargs: Any, buffers: tuple[str, ...],
+                params: tuple[str, ...]) -> tuple[int, list[torch.Tensor]]:
+    if torch.compiler.is_compiling():
+        args, kwargs = concrete_numbers(args), concrete_numbers(kwargs)
+    tensors: list[torch.Tensor] = []
+    spec_args = _describe(tuple(args), 0, tensors)
+    spec_kwargs = _describe(dict(kwargs), 0, tensors)
+    site = _site_of(path, cls, spec_args, spec_kwargs, len(tensors), buffers, params)
+    return site, tensors
+
+
+def _open_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str, ...]) -> Any:
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if torch.compiler.is_compiling():
+            site, tensors = _call_parts(module, path, cls, args, kwargs, buffers, params)
+            keep_op(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"), site,
+                    PART_OPEN)
+            return
+        try:
+            site, tensors = _call_parts(module, path, cls, args, kwargs, buffers, params)
+            _keep_impl(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"), site,
+                       PART_OPEN)
+        except Exception as exc:  # a probe must never raise inside the user's forward
+            _warn_once(f"graphprobe: replay could not describe a call of {path}: {exc}")
+
+    return hook
+
+
+def _close_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str, ...]) -> Any:
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        if torch.compiler.is_compiling():
+            site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params)
+            outs: list[torch.Tensor] = []
+            _describe(output, 0, outs)
+            keep_op(outs, site, PART_CLOSE)
+            return
+        try:
+            site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params)
+            outs = []
+            _describe(output, 0, outs)
+            _keep_impl(outs, site, PART_CLOSE)
+        except Exception as exc:  # a probe must never raise inside the user's forward
+            _warn_once(f"graphprobe: replay could not keep an output of {path}: {exc}")
+
+    return hook

@@ -1,0 +1,533 @@
+"""Replaying kept calls at ``step()`` and judging where an error is created.
+
+For every call kept by :mod:`graphprobe.replay.capture`, the module's
+original eager forward runs again on exactly the kept inputs, on two copies
+of the module (``copy.deepcopy``, graphprobe's hooks removed, buffers set to
+their values at the call): one in the module's own dtypes, one cast to
+float64 (inputs too). The model itself is never run or touched, and the
+random number generators are restored after each replay. Per output:
+
+* ``local_error``: graph-mode output vs eager output on the same inputs;
+* ``eager_local_error``: eager output vs the float64 output;
+* ``float64_error``: graph-mode output vs the float64 output.
+
+Each error is norm-relative, computed in float64: ``||t - b||_2 / ||b||_2``
+(0 when both are zero; null when the two tensors do not hold the same
+non-finite values, or ``b`` is zero and ``t`` is not). The floor is the
+aggregate (Mean, Norm) noise floor of docs/formats.md for the coarsest
+floating dtype among the call's inputs and the output.
+
+Verdict of a floating output: **creates** when ``local_error > floor`` and
+``float64_error > eager_local_error + floor`` (the graph is further from
+float64 than eager mode is, on the same inputs); **inherits** otherwise. A
+module creates when one of its floating outputs does.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from typing import Any
+
+import torch
+
+from graphprobe.output_files import make_dirs, write_text_atomic
+from graphprobe.replay.capture import STORE, Call, ReplayWiring, Site, Spec
+from graphprobe.replay.config import ReplayConfig
+from graphprobe.wiring.probe import safe_text
+
+__all__ = ["FORMAT_VERSION", "floor_of", "judge_step", "relative_error"]
+
+FORMAT_VERSION = 1
+CREATES, INHERITS, NOT_JUDGED = "creates", "inherits", "not judged"
+
+# Aggregate floors by dtype class, read from the compare engine's table
+# (csrc/compare/noise_floor.cpp) on first use.
+_FLOORS: dict[str, float] = {}
+
+
+def _floor_table() -> dict[str, float]:
+    if not _FLOORS:
+        from graphprobe.compare.native import noise_floor_table
+
+        for name, _covers, aggregate, _extreme in noise_floor_table():
+            _FLOORS[name] = float(aggregate)
+    return _FLOORS
+
+
+def floor_of(dtype: torch.dtype) -> float:
+    """The aggregate noise floor of ``dtype`` (docs/formats.md, "Noise floor");
+    0 for integer and bool dtypes (exact)."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return 0.0
+    table = _floor_table()
+    name = str(dtype).removeprefix("torch.")
+    if dtype in (torch.float64, torch.complex128):
+        return table["float64"]
+    if dtype in (torch.float16, torch.complex32):
+        return table["float16"]
+    if dtype == torch.bfloat16:
+        return table["bfloat16"]
+    if name.startswith("float8_e4m3"):
+        return table["float8_e4m3"]
+    if name.startswith("float8_e5m2"):
+        return table["float8_e5m2"]
+    return table["float32"]
+
+
+def _f64_device(device: torch.device) -> torch.device:
+    """Where float64 arithmetic runs: the tensor's device unless it lacks
+    float64 (NPU, MPS), then the CPU."""
+    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
+
+
+def relative_error(t: torch.Tensor, b: torch.Tensor) -> float | None:
+    """``||t - b|| / ||b||`` in float64 over the finite elements; 0 when both
+    are zero; None when the non-finite elements differ or ``b`` is zero and
+    ``t`` is not. Integer and bool tensors: the fraction of unequal elements."""
+    device = _f64_device(b.device)
+    if not (b.dtype.is_floating_point or b.dtype.is_complex):
+        if b.numel() == 0:
+            return 0.0
+        return float((t.to(device) != b.to(device)).double().mean())
+    wide = torch.complex128 if (t.dtype.is_complex or b.dtype.is_complex) else torch.float64
+    t64 = t.detach().to(device=device, dtype=wide)
+    b64 = b.detach().to(device=device, dtype=wide)
+    finite_t, finite_b = torch.isfinite(t64), torch.isfinite(b64)
+    if not torch.equal(finite_t, finite_b):
+        return None
+    if not bool(finite_b.all()):
+        if not torch.equal(t64[~finite_t], b64[~finite_b]) and not bool(
+                (torch.isnan(t64[~finite_t]) & torch.isnan(b64[~finite_b])).all()):
+            return None
+        t64, b64 = t64[finite_t], b64[finite_b]
+    num = float(torch.linalg.vector_norm(t64 - b64))
+    den = float(torch.linalg.vector_norm(b64))
+    if den == 0.0:
+        return 0.0 if num == 0.0 else None
+    return num / den
+
+
+def _rebuild(spec: Spec, tensors: list[torch.Tensor]) -> Any:
+    kind = spec[0]
+    if kind == "T":
+        return tensors[spec[1]]
+    if kind == "V":
+        return spec[1]
+    if kind == "D":
+        return getattr(torch, spec[1].removeprefix("torch."))
+    if kind in ("tuple", "list"):
+        items = [_rebuild(s, tensors) for s in spec[1]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {key: _rebuild(s, tensors) for key, s in spec[1]}
+    raise ValueError(spec)
+
+
+def _unreplayable(spec: Spec, place: str) -> str | None:
+    """The first value of a call's structure that replay cannot rebuild."""
+    kind = spec[0]
+    if kind == "X":
+        return f"{place} is a {spec[1]}"
+    if kind in ("tuple", "list"):
+        for i, s in enumerate(spec[1]):
+            found = _unreplayable(s, f"{place}[{i}]")
+            if found:
+                return found
+    if kind == "dict":
+        for key, s in spec[1]:
+            found = _unreplayable(s, f"{place}[{key!r}]")
+            if found:
+                return found
+    return None
+
+
+def _flat_tensors(value: Any, out: list[torch.Tensor], depth: int = 0) -> list[torch.Tensor]:
+    """The tensors of an output in the order the capture hook keeps them."""
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif depth < 32 and isinstance(value, (tuple, list)):
+        for v in value:
+            _flat_tensors(v, out, depth + 1)
+    elif depth < 32 and isinstance(value, dict):
+        for v in value.values():
+            _flat_tensors(v, out, depth + 1)
+    return out
+
+
+def _strip_graphprobe_hooks(module: torch.nn.Module) -> None:
+    """Removes the hooks graphprobe added (L0 probes, replay) from a copy;
+    the user's own hooks stay: they are part of the module's forward."""
+    for m in module.modules():
+        for table, extra in ((m._forward_pre_hooks, m._forward_pre_hooks_with_kwargs),
+                             (m._forward_hooks, m._forward_hooks_with_kwargs)):
+            for key in [k for k, fn in table.items() if getattr(fn, "__module__", "").startswith("graphprobe.")]:
+                del table[key]
+                extra.pop(key, None)
+                m._forward_hooks_always_called.pop(key, None)
+        m._compiled_call_impl = None  # Module.compile(): replay runs the eager forward
+
+
+def _nbytes(module: torch.nn.Module, itemsize: int | None = None) -> int:
+    total = 0
+    for t in list(module.parameters()) + list(module.buffers()):
+        size = itemsize if (itemsize and (t.is_floating_point() or t.is_complex())) else t.element_size()
+        total += t.numel() * size
+    return total
+
+
+def _to64(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            return value.to(device=_f64_device(value.device), dtype=torch.float64)
+        if value.is_complex():
+            return value.to(device=_f64_device(value.device), dtype=torch.complex128)
+        return value.to(device=_f64_device(value.device))
+    if isinstance(value, tuple):
+        return tuple(_to64(v) for v in value)
+    if isinstance(value, list):
+        return [_to64(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to64(v) for k, v in value.items()}
+    if value in (torch.float32, torch.float16, torch.bfloat16):
+        return torch.float64
+    return value
+
+
+def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    return torch.random.get_rng_state(), cuda
+
+
+def _rng_restore(state: tuple[torch.Tensor, list[torch.Tensor]]) -> bool:
+    """Restores the generators; whether the replay had drawn from them."""
+    cpu, cuda = state
+    now_cpu, now_cuda = _rng_state()
+    drew = not torch.equal(cpu, now_cpu) or any(not torch.equal(a, b) for a, b in zip(cuda, now_cuda))
+    torch.random.set_rng_state(cpu)
+    if cuda:
+        torch.cuda.set_rng_state_all(cuda)
+    return drew
+
+
+def _set_buffers(module: torch.nn.Module, names: tuple[str, ...], values: list[torch.Tensor]) -> None:
+    """Puts the buffers' values at the call into a copy of the module."""
+    for name, value in zip(names, values):
+        owner_name, _, attr = name.rpartition(".")
+        owner = module.get_submodule(owner_name) if owner_name else module
+        old = owner._buffers.get(attr)
+        if old is not None and old.shape == value.shape:
+            with torch.no_grad():
+                old.copy_(value)
+        else:
+            owner._buffers[attr] = value.to(dtype=old.dtype if old is not None else value.dtype).clone()
+
+
+def _written_buffers(module: torch.nn.Module, names: tuple[str, ...], values: list[torch.Tensor]) -> list[str]:
+    out = []
+    for name, value in zip(names, values):
+        now = module.get_buffer(name)
+        if now.shape != value.shape or not torch.equal(now, value.to(now.dtype)):
+            out.append(name)
+    return out
+
+
+@torch.compiler.disable
+def _run(module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
+    """The module's eager forward (no compiled code, no autograd)."""
+    with torch.no_grad():
+        return module(*args, **kwargs)
+
+
+def _clone_tree(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple):
+        return tuple(_clone_tree(v) for v in value)
+    if isinstance(value, list):
+        return [_clone_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clone_tree(v) for k, v in value.items()}
+    return value
+
+
+class _Copies:
+    """The two copies of one module used for all of its calls in a step."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.native = copy.deepcopy(module)
+        _strip_graphprobe_hooks(self.native)
+        self._module = module
+        self._f64: torch.nn.Module | None = None
+
+    def f64(self) -> torch.nn.Module:
+        if self._f64 is None:
+            device = next((t.device for t in self.native.parameters()), torch.device("cpu"))
+            self._f64 = copy.deepcopy(self.native).to(device=_f64_device(device), dtype=torch.float64)
+        return self._f64
+
+
+def _fmt(x: float | None) -> str:
+    return "non-finite" if x is None else f"{x:.3g}"
+
+
+def _judge_outputs(graph: list[torch.Tensor], eager: list[torch.Tensor], f64: list[torch.Tensor] | None,
+                   input_floor: float) -> tuple[list[dict[str, Any]], str, str]:
+    """Per-output errors and the call's verdict with its reason."""
+    rows: list[dict[str, Any]] = []
+    creates: list[str] = []
+    notes: list[str] = []
+    floating = 0
+    for i, (g, e) in enumerate(zip(graph, eager)):
+        row: dict[str, Any] = {"index": i, "dtype": str(g.dtype), "local_error": None, "eager_local_error": None,
+                               "float64_error": None, "floor": floor_of(g.dtype)}
+        rows.append(row)
+        if g.shape != e.shape or g.dtype != e.dtype:
+            row["note"] = f"graph {g.dtype}{list(g.shape)} vs eager {e.dtype}{list(e.shape)}"
+            notes.append(f"output {i}: {row['note']} (autocast or another dtype in the graph?)")
+            continue
+        row["local_error"] = relative_error(g, e)
+        if f64 is not None:
+            row["eager_local_error"] = relative_error(e, f64[i])
+            row["float64_error"] = relative_error(g, f64[i])
+        if not (g.is_floating_point() or g.is_complex()):
+            continue
+        floating += 1
+        floor = max(row["floor"], input_floor)
+        row["floor"] = floor
+        local, eager_err, graph_err = row["local_error"], row["eager_local_error"], row["float64_error"]
+        if local is not None and local <= floor:
+            continue
+        if f64 is None:
+            notes.append(f"output {i}: graph vs eager on the same inputs {_fmt(local)} > floor {floor:.3g}, and the "
+                         "float64 replay did not run")
+            continue
+        if graph_err is None or (eager_err is not None and graph_err > eager_err + floor):
+            creates.append(f"output {i}: graph vs eager on the same inputs {_fmt(local)} > floor {floor:.3g}; graph "
+                           f"vs float64 {_fmt(graph_err)} > eager vs float64 {_fmt(eager_err)} + floor")
+        elif eager_err is None:
+            notes.append(f"output {i}: the eager replay is non-finite where float64 is not")
+        else:
+            row["note"] = "graph differs from eager but is no further from float64: a different rounding"
+    if creates:
+        return rows, CREATES, "; ".join(creates)
+    if notes:
+        return rows, NOT_JUDGED, "not judged: " + "; ".join(notes)
+    if not floating:
+        return rows, NOT_JUDGED, "not judged: no floating-point output"
+    if any("note" in r for r in rows):
+        return rows, INHERITS, ("the graph-mode output differs from eager mode on the same inputs beyond the floor "
+                                "but is no further from float64 than eager mode (a different rounding, not an error "
+                                "this module creates)")
+    worst = max((r["local_error"] for r in rows if r["local_error"] is not None), default=0.0)
+    return rows, INHERITS, (f"local error {worst:.3g} within the noise floor: the graph-mode output matches eager "
+                            "mode on the same inputs")
+
+
+def _input_floor(tensors: list[torch.Tensor]) -> float:
+    return max((floor_of(t.dtype) for t in tensors if t.is_floating_point() or t.is_complex()), default=0.0)
+
+
+def _cpu_tree(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").clone()
+    if isinstance(value, tuple):
+        return tuple(_cpu_tree(v) for v in value)
+    if isinstance(value, list):
+        return [_cpu_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _cpu_tree(v) for k, v in value.items()}
+    return value
+
+
+def _file_name(entry: str) -> str:
+    name = "".join(c if (c.isalnum() or c in "._-") else "_" for c in entry)
+    return name[:200] + ".pt"
+
+
+class _Judge:
+    """Judges one step's calls; see the module docstring."""
+
+    def __init__(self, wiring: ReplayWiring, config: ReplayConfig, step_dir: str) -> None:
+        self.wiring = wiring
+        self.config = config
+        self.step_dir = step_dir
+
+    def run(self, calls: list[Call]) -> list[dict[str, Any]]:
+        numbered: list[tuple[Call, Site, int]] = []
+        counts: dict[str, int] = {}
+        for call in calls:
+            site = STORE.sites[call.site]
+            n = counts.get(site.path, 0)
+            counts[site.path] = n + 1
+            numbered.append((call, site, n))
+        records: dict[int, dict[str, Any]] = {}
+        by_module: dict[str, list[int]] = {}
+        for i, (_, site, _) in enumerate(numbered):
+            by_module.setdefault(site.path, []).append(i)
+        budget_left = STORE.budget - sum(c.nbytes for c in calls)
+        for path, indices in by_module.items():
+            copies: _Copies | str | None = None
+            for i in indices:
+                call, site, n = numbered[i]
+                entry = safe_text(f"Module.{site.path}.{site.cls}.forward.{n}")
+                record: dict[str, Any] = {"module": site.path, "entry": entry, "verdict": NOT_JUDGED, "reason": "",
+                                          "outputs": []}
+                records[i] = record
+                why = self._refusal(call, site)
+                if why:
+                    record["reason"] = why
+                    continue
+                if copies is None:
+                    copies = self._copies(path, budget_left)
+                if isinstance(copies, str):
+                    record["reason"] = copies
+                    continue
+                self._judge_call(call, site, copies, record)
+            del copies
+        return [records[i] for i in range(len(numbered))]
+
+    def _refusal(self, call: Call, site: Site) -> str:
+        if call.refused:
+            return call.refused
+        if call.inputs is None or not call.opened:
+            return "not judged: the call's inputs were not kept (its open hook did not run in the graph)"
+        if call.outputs is None or not call.closed:
+            return "not judged: the call's graph-mode outputs were not kept (its forward raised, or its close hook " \
+                   "did not run in the graph)"
+        bad = _unreplayable(site.args, "input_args") or _unreplayable(site.kwargs, "input_kwargs")
+        if bad:
+            return f"not judged: {bad}, which replay cannot copy and pass again (tensors, numbers, strings, dtypes " \
+                   "and tuples, lists and dicts of them can)"
+        ref = self.wiring.modules.get(site.path)
+        module = ref() if ref is not None else None
+        if module is None:
+            return f"not judged: module {site.path} no longer exists"
+        if call.param_versions is not None and not call.captured:
+            params = dict(module.named_parameters())
+            for name, version in zip(site.params, call.param_versions):
+                p = params.get(name)
+                if p is None or int(p._version) != version:
+                    return (f"not judged: parameter {site.path}.{name} changed between the call and step() (an "
+                            "optimizer step before dumper.step()?); replay needs the weights the call used: call "
+                            "dumper.step() before optimizer.step()")
+        return ""
+
+    def _copies(self, path: str, budget_left: int) -> _Copies | str:
+        module = self.wiring.modules[path]()
+        if module is None:
+            return f"not judged: module {path} no longer exists"
+        need = _nbytes(module) + _nbytes(module, 8)
+        if need > budget_left:
+            return (f"not judged: copies of {path} for replay need {need / 2**20:.1f} MiB, over what is left of the "
+                    f"replay memory budget ({max(budget_left, 0) / 2**20:.1f} of {STORE.budget / 2**20:.0f} MiB): "
+                    "raise replay.memory_mb or narrow replay.list")
+        try:
+            return _Copies(module)
+        except Exception as exc:
+            return f"not judged: module {path} cannot be copied for replay ({type(exc).__name__}: {exc})"
+
+    def _judge_call(self, call: Call, site: Site, copies: _Copies, record: dict[str, Any]) -> None:
+        assert call.inputs is not None and call.outputs is not None and call.buffers is not None
+        inputs = call.inputs
+        args = _rebuild(site.args, inputs)
+        kwargs = _rebuild(site.kwargs, inputs)
+        rng = _rng_state()
+        written: list[str] = []
+        try:
+            _set_buffers(copies.native, site.buffers, call.buffers)
+            eager = _run(copies.native, _clone_tree(args), _clone_tree(kwargs))
+            written = _written_buffers(copies.native, site.buffers, call.buffers)
+        except Exception as exc:
+            _rng_restore(rng)
+            record["reason"] = f"not judged: the eager forward raised {type(exc).__name__}: {exc}"
+            return
+        if _rng_restore(rng):
+            record["reason"] = ("not judged: the forward draws random numbers (dropout in training mode?), so its "
+                                "output cannot be reproduced; replay it in eval mode or leave it out of replay.list")
+            return
+        f64: list[torch.Tensor] | None = None
+        f64_failed = ""
+        try:
+            model64 = copies.f64()
+            _set_buffers(model64, site.buffers, call.buffers)
+            f64 = _flat_tensors(_run(model64, _to64(args), _to64(kwargs)), [])
+        except Exception as exc:
+            f64_failed = f" (float64 replay raised {type(exc).__name__}: {exc})"
+        finally:
+            _rng_restore(rng)
+        eager_flat = _flat_tensors(eager, [])
+        if len(eager_flat) != len(call.outputs) or (f64 is not None and len(f64) != len(eager_flat)):
+            record["reason"] = (f"not judged: the eager forward returned {len(eager_flat)} tensors, the graph-mode "
+                                f"call {len(call.outputs)}")
+            return
+        rows, verdict, reason = _judge_outputs(call.outputs, eager_flat, f64, _input_floor(inputs))
+        record["outputs"] = rows
+        record["verdict"] = verdict
+        extra = f" (writes buffer {', '.join(written)} in forward: replayed from its value at the call)" if written \
+            else ""
+        record["reason"] = reason + f64_failed + extra
+        if verdict == CREATES or (self.config.save_inputs and verdict != NOT_JUDGED):
+            record["inputs_file"] = self._save_inputs(record["entry"], args, kwargs, site, call)
+
+    def _save_inputs(self, entry: str, args: Any, kwargs: Any, site: Site, call: Call) -> str | None:
+        folder = os.path.join(self.step_dir, "replay_inputs")
+        name = _file_name(entry)
+        payload = {"args": list(_cpu_tree(args)), "kwargs": _cpu_tree(kwargs),
+                   "buffers": {n: b.detach().to("cpu").clone() for n, b in zip(site.buffers, call.buffers or [])},
+                   "graph_outputs": [t.detach().to("cpu").clone() for t in call.outputs or []]}
+        try:
+            make_dirs(folder)
+            tmp = os.path.join(folder, f".{name}.tmp{os.getpid()}")
+            torch.save(payload, tmp)
+            os.replace(tmp, os.path.join(folder, name))
+        except OSError as exc:
+            return f"not written: {exc}"
+        return "replay_inputs/" + name
+
+
+def judge_step(wiring: ReplayWiring, config: ReplayConfig, step_dir: str | None) -> str | None:
+    """Replays and judges the calls kept since the last step; writes
+    ``{step_dir}/replay.json`` and returns its path (None when no call was
+    kept, or ``step_dir`` is None: ``step(dump=False)`` discards them)."""
+    calls = STORE.take()
+    if step_dir is None or not calls:
+        return None
+    modules = _Judge(wiring, config, step_dir).run(calls)
+    doc = {"version": FORMAT_VERSION, "error": "norm_relative", "modules": modules}
+    make_dirs(step_dir)
+    path = os.path.join(step_dir, "replay.json")
+    write_text_atomic(path, json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n")
+    return path
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinities: a non-finite number becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+
+def replay_at_step(wiring: list[Any], config: ReplayConfig | None, step_dir: str | None) -> None:
+    """The dumper's ``step()`` hook: judges the step's kept calls when replay
+    is on (``step_dir`` None discards them). A failure of replay itself is
+    warned about, never raised: the step's records are written regardless."""
+    if config is None:
+        return
+    found = next((w for w in wiring if isinstance(w, ReplayWiring)), None)
+    if found is None:
+        return
+    try:
+        judge_step(found, config, step_dir)
+    except Exception as exc:  # pragma: no cover - defensive
+        import warnings
+
+        warnings.warn(f"graphprobe: replay failed at step(), no replay.json for {step_dir}: "
+                      f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
