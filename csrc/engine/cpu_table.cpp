@@ -25,16 +25,14 @@ class CpuTable final : public DeviceTable {
   void record(const at::Tensor& x, int64_t row) override {
     // Reduce before taking the lock: threads probing in parallel only
     // serialise on the short row update below.
-    Stats st{0, 0, 0, 0, 0};
-    if (stats::value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0)
-      st = compute_stats_cpu(x);
-    write(st, row);
+    const Row stats = stats::value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0
+                          ? compute_stats_cpu(x)
+                          : Row{};
+    write(stats.v, row);
   }
 
-  void write_values(const at::Tensor& values, int64_t row) override {
-    const double* v = values.const_data_ptr<double>();
-    write(Stats{v[column::kMax], v[column::kMin], v[column::kSum], v[column::kSumSq], static_cast<int64_t>(v[column::kNanCount])}, row);
-  }
+  // `values` holds the statistic columns in row order (Engine::record_values).
+  void write_values(const at::Tensor& values, int64_t row) override { write(values.const_data_ptr<double>(), row); }
 
   std::vector<Row> fetch() override {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -56,7 +54,9 @@ class CpuTable final : public DeviceTable {
   }
 
  private:
-  void write(const Stats& st, int64_t row) {
+  // Stamps `row` and copies the statistic columns (column::kMax ..
+  // column::kNanCount) of `stats` into it.
+  void write(const double* stats, int64_t row) {
     const std::lock_guard<std::mutex> lock(mu_);
     // A row dropped by reset() while this probe reduced: nothing to write.
     if (row < 0 || row >= static_cast<int64_t>(rows_.size())) return;
@@ -65,11 +65,7 @@ class CpuTable final : public DeviceTable {
     r.v[column::kWrites] = r.v[column::kStamp] == epoch ? r.v[column::kWrites] + 1 : 1;
     r.v[column::kStamp] = epoch;
     r.v[column::kSeq] = ++seq_;
-    r.v[column::kMax] = st.max;
-    r.v[column::kMin] = st.min;
-    r.v[column::kSum] = st.sum;
-    r.v[column::kSumSq] = st.sumsq;
-    r.v[column::kNanCount] = static_cast<double>(st.nan_count);
+    for (int c = column::kMax; c <= column::kNanCount; ++c) r.v[c] = stats[c];
   }
 
   mutable std::mutex mu_;

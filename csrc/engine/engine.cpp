@@ -7,8 +7,10 @@
 #include <mutex>
 #include <set>
 
+#include "record/dtype_name.h"
 #include "runtime/capture_state.h"
 #include "runtime/device_runtime.h"
+#include "stats/reducible_types.h"
 #include "writer/save_file.h"
 #include "writer/save_target.h"
 #include "writer/writer.h"
@@ -255,24 +257,45 @@ void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index
   target.table->write_values(values, target.row);
 }
 
-void Engine::append_rows(std::vector<WrittenRow>& out, const std::vector<Row>& rows,
-                         const std::vector<int64_t>& row_slot, double device_order) {
+int64_t Engine::append_rows(std::vector<ExecutedRow>* out, const std::vector<Row>& rows,
+                            const std::vector<int64_t>& row_slot, double device_order) {
+  int64_t n = 0;
   for (size_t i = 0; i < rows.size() && i < row_slot.size(); ++i) {
     const Row& r = rows[i];
     const int64_t id = row_slot[i];
     if (id < 0 || r.v[column::kStamp] != static_cast<double>(epoch_)) continue;
     const Slot& slot = slots_[static_cast<size_t>(id)];
-    out.push_back(WrittenRow{r, device_order, id, slot});
-    if (mirrors_.empty()) continue;
-    const auto it = mirrors_.find(probe_key(slot.site, slot.index));
-    if (it == mirrors_.end()) continue;
-    for (const auto& [site, index] : it->second) {
-      WrittenRow copy = out.back();
-      copy.slot.site = site;
-      copy.slot.index = index;
-      out.push_back(std::move(copy));
+    const auto mirrored = mirrors_.empty() ? mirrors_.end() : mirrors_.find(probe_key(slot.site, slot.index));
+    n += 1 + (mirrored == mirrors_.end() ? 0 : static_cast<int64_t>(mirrored->second.size()));
+    if (out == nullptr) continue;
+    ExecutedRow& e = out->emplace_back();
+    e.site = slot.site;
+    e.index = slot.index;
+    e.captured = slot.captured;
+    e.instance = slot.instance;
+    // Devices are ordered by index, rows within a device by sequence number.
+    e.when = {device_order, r.v[column::kSeq]};
+    TensorRow& t = e.row;
+    t.dtype = dtype_name(slot.dtype);
+    t.shape = slot.shape;
+    t.kind = stats::value_kind(slot.dtype);
+    t.numel = slot.numel;
+    t.max = r.v[column::kMax];
+    t.min = r.v[column::kMin];
+    t.sum = r.v[column::kSum];
+    t.sumsq = r.v[column::kSumSq];
+    t.nan_count = static_cast<int64_t>(r.v[column::kNanCount]);
+    t.writes = static_cast<int64_t>(r.v[column::kWrites]);
+    t.slot = id;
+    if (mirrored == mirrors_.end()) continue;
+    for (const auto& [site, index] : mirrored->second) {
+      ExecutedRow copy = out->back();
+      copy.site = site;
+      copy.index = index;
+      out->push_back(std::move(copy));
     }
   }
+  return n;
 }
 
 StepResult Engine::finish_step(bool collect) {
@@ -281,10 +304,10 @@ StepResult Engine::finish_step(bool collect) {
   if (collect) {
     double device_order = 0;
     for (auto& kv : tables_)
-      append_rows(result.step.rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
+      append_rows(&result.step.rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
     std::vector<int64_t> sites;
     sites.reserve(result.step.rows.size());
-    for (const WrittenRow& w : result.step.rows) sites.push_back(w.slot.site);
+    for (const ExecutedRow& e : result.step.rows) sites.push_back(e.site);
     result.step.table = registry_.snapshot(sites);
   }
   result.dropped = dropped_;
@@ -298,10 +321,10 @@ StepResult Engine::finish_step(bool collect) {
 
 int64_t Engine::pending_records() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<WrittenRow> rows;
+  int64_t n = 0;
   double device_order = 0;
-  for (auto& kv : tables_) append_rows(rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
-  return static_cast<int64_t>(rows.size());
+  for (auto& kv : tables_) n += append_rows(nullptr, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
+  return n;
 }
 
 void Engine::reset() {

@@ -23,11 +23,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/collected_step.h"
 #include "engine/device_table.h"
 #include "record/row.h"
 #include "engine/slot.h"
 #include "record/call_record.h"
+#include "identity/call_assembly.h"
 #include "identity/call_registry.h"
 
 namespace graphprobe {
@@ -129,8 +129,11 @@ class Engine {
   int64_t new_slot(c10::Device device, int64_t site, int64_t index, bool captured, int64_t instance);
   struct Table;
   Table& table(c10::Device device);
-  void append_rows(std::vector<WrittenRow>& out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
-                   double device_order);
+  // The rows of one device written in this epoch, each as its slot's
+  // ExecutedRow (and again under each probe that mirrors it); with `out`
+  // null, only counted.
+  int64_t append_rows(std::vector<ExecutedRow>* out, const std::vector<Row>& rows,
+                      const std::vector<int64_t>& row_slot, double device_order);
 
   std::mutex mu_;
   bool active_ = false;

@@ -16,6 +16,7 @@
 // numbered by start ({n}, as msprobe numbers them when they begin) and listed
 // by end (children before parents, as forward hooks see them).
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -25,6 +26,8 @@
 
 namespace graphprobe {
 
+// One probe execution's row as the engine collects it at step(): which
+// probe wrote it (site, index, and which execution) and the tensor's record.
 struct ExecutedRow {
   int64_t site = -1;
   int64_t index = 0;
@@ -32,10 +35,30 @@ struct ExecutedRow {
   int64_t instance = 0;
   // When the row was last written: (device order, sequence on that device).
   std::pair<double, double> when{0, 0};
-  TensorRow row;  // statistics; place, order and requires_grad come from the site
+  TensorRow row;  // statistics, dtype, shape; place, order and requires_grad come from the site
 };
 
 // Rows whose site the table does not hold (or does not describe) are left out.
 std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<ExecutedRow> rows);
+
+// One step's rows as the engine collected them, with a copy of the part of
+// the call table they need (CallRegistry::snapshot, a reference count per
+// site). step() collects them on the caller's thread; naming them
+// (name_calls) is most of a step's host work and runs on the writer thread,
+// off the training loop.
+struct CollectedStep {
+  std::vector<ExecutedRow> rows;
+  CallTable table;  // as it stood when the step ended
+
+  // Whether a row was written more than once since the last step (several
+  // replays per step): step() then names the calls itself, to warn with
+  // their names at once.
+  bool overwritten() const;
+  // Host memory held until the writer has named the calls.
+  size_t bytes() const;
+};
+
+// The step's calls in program order: assemble_calls over its own table.
+std::vector<CallRecord> name_calls(CollectedStep step);
 
 }  // namespace graphprobe

@@ -92,7 +92,7 @@ inline bool only_zeros(typename Isa::F mx0, typename Isa::F mx1, typename Isa::F
 }
 
 template <class Isa, class Load, class Src>
-Stats reduce(const Src* p, int64_t n) {
+Row reduce(const Src* p, int64_t n) {
   using F = typename Isa::F;
   using D = typename Isa::D;
   using S = Shape<Isa>;
@@ -151,13 +151,7 @@ Stats reduce(const Src* p, int64_t n) {
   exact_run<Isa, Load>(p + i, n - i, mx0, mn0, s, q, ss, sq, smx, smn);
   const float vmx = Isa::hmax(Isa::max(Isa::max(mx0, mx1), Isa::max(mx2, mx3)));
   const float vmn = Isa::hmin(Isa::min(Isa::min(mn0, mn1), Isa::min(mn2, mn3)));
-  Stats out;
-  out.max = vmx > smx ? vmx : smx;
-  out.min = vmn < smn ? vmn : smn;
-  out.sum = Isa::hsum(s) + ss;
-  out.sumsq = Isa::hsum(q) + sq;
-  out.nan_count = 0;
-  return out;
+  return stats_row(vmx > smx ? vmx : smx, vmn < smn ? vmn : smn, Isa::hsum(s) + ss, Isa::hsum(q) + sq, 0.0);
 }
 
 }  // namespace graphprobe::simd::detail

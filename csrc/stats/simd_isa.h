@@ -10,15 +10,15 @@
 namespace graphprobe::simd {
 
 namespace avx2 {
-Stats reduce_f32(const float* data, int64_t n);
-Stats reduce_bf16(const uint16_t* bits, int64_t n);
-Stats reduce_f16(const uint16_t* bits, int64_t n);
+Row reduce_f32(const float* data, int64_t n);
+Row reduce_bf16(const uint16_t* bits, int64_t n);
+Row reduce_f16(const uint16_t* bits, int64_t n);
 }  // namespace avx2
 
 namespace avx512 {
-Stats reduce_f32(const float* data, int64_t n);
-Stats reduce_bf16(const uint16_t* bits, int64_t n);
-Stats reduce_f16(const uint16_t* bits, int64_t n);
+Row reduce_f32(const float* data, int64_t n);
+Row reduce_bf16(const uint16_t* bits, int64_t n);
+Row reduce_f16(const uint16_t* bits, int64_t n);
 }  // namespace avx512
 
 }  // namespace graphprobe::simd

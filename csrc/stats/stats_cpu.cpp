@@ -17,17 +17,23 @@
 namespace graphprobe {
 namespace {
 
-Stats identity() {
-  return Stats{-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), 0.0, 0.0, 0};
+using column::kMax;
+using column::kMin;
+using column::kNanCount;
+using column::kSum;
+using column::kSumSq;
+
+Row identity() {
+  return stats_row(-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), 0.0, 0.0, 0.0);
 }
 
-Stats combine(const Stats& a, const Stats& b) {
-  return Stats{std::max(a.max, b.max), std::min(a.min, b.min), a.sum + b.sum, a.sumsq + b.sumsq,
-               a.nan_count + b.nan_count};
+Row combine(const Row& a, const Row& b) {
+  return stats_row(std::max(a.v[kMax], b.v[kMax]), std::min(a.v[kMin], b.v[kMin]), a.v[kSum] + b.v[kSum],
+                   a.v[kSumSq] + b.v[kSumSq], a.v[kNanCount] + b.v[kNanCount]);
 }
 
 template <typename scalar_t>
-Stats reduce_portable(const scalar_t* data, int64_t begin, int64_t end) {
+Row reduce_portable(const scalar_t* data, int64_t begin, int64_t end) {
   // Four independent lanes let the compiler keep several additions in flight;
   // comparisons written as selects skip NaN (a NaN compares false) without a
   // branch, and NaNs are counted separately.
@@ -56,19 +62,19 @@ Stats reduce_portable(const scalar_t* data, int64_t begin, int64_t end) {
     s[0] += v;
     sq[0] += v * v;
   }
-  Stats out = identity();
-  for (int l = 0; l < 4; ++l) out = combine(out, Stats{mx[l], mn[l], s[l], sq[l], nan[l]});
+  Row out = identity();
+  for (int l = 0; l < 4; ++l) out = combine(out, stats_row(mx[l], mn[l], s[l], sq[l], static_cast<double>(nan[l])));
   return out;
 }
 
 template <typename I>
-Stats reduce_integral(const I* data, int64_t begin, int64_t end);
+Row reduce_integral(const I* data, int64_t begin, int64_t end);
 
 // Integers (bool included) convert to double directly: through float,
 // 32- and 64-bit values would lose digits. Floating types of at most 32 bits
 // (float8 included) convert through float, exactly.
 template <typename scalar_t>
-Stats reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
+Row reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
   if constexpr (std::is_integral_v<scalar_t>) {
     return reduce_integral(data, begin, end);
   } else {
@@ -78,46 +84,49 @@ Stats reduce_range(const scalar_t* data, int64_t begin, int64_t end) {
 
 // 64-bit integers and doubles must not pass through float.
 template <>
-Stats reduce_range<double>(const double* data, int64_t begin, int64_t end) {
-  Stats out = identity();
+Row reduce_range<double>(const double* data, int64_t begin, int64_t end) {
+  double mx = -std::numeric_limits<double>::infinity(), mn = std::numeric_limits<double>::infinity();
+  double s = 0, sq = 0;
+  int64_t nan = 0;
   for (int64_t i = begin; i < end; ++i) {
     const double v = data[i];
-    out.max = v > out.max ? v : out.max;
-    out.min = v < out.min ? v : out.min;
-    out.nan_count += (v != v);
-    out.sum += v;
-    out.sumsq += v * v;
+    mx = v > mx ? v : mx;
+    mn = v < mn ? v : mn;
+    nan += (v != v);
+    s += v;
+    sq += v * v;
   }
-  return out;
+  return stats_row(mx, mn, s, sq, static_cast<double>(nan));
 }
 
 template <typename I>
-Stats reduce_integral(const I* data, int64_t begin, int64_t end) {
-  Stats out = identity();
+Row reduce_integral(const I* data, int64_t begin, int64_t end) {
+  double mx = -std::numeric_limits<double>::infinity(), mn = std::numeric_limits<double>::infinity();
+  double s = 0, sq = 0;
   for (int64_t i = begin; i < end; ++i) {
     const double v = static_cast<double>(data[i]);
-    out.max = std::max(out.max, v);
-    out.min = std::min(out.min, v);
-    out.sum += v;
-    out.sumsq += v * v;
+    mx = std::max(mx, v);
+    mn = std::min(mn, v);
+    s += v;
+    sq += v * v;
   }
-  return out;
+  return stats_row(mx, mn, s, sq, 0.0);
 }
 
 // float32, bfloat16 and float16 take the vectorised kernels where the CPU has
 // them (stats_cpu_simd.h).
 template <>
-Stats reduce_range<float>(const float* data, int64_t begin, int64_t end) {
+Row reduce_range<float>(const float* data, int64_t begin, int64_t end) {
   if (simd::available()) return simd::reduce_f32(data + begin, end - begin);
   return reduce_portable(data, begin, end);
 }
 template <>
-Stats reduce_range<c10::BFloat16>(const c10::BFloat16* data, int64_t begin, int64_t end) {
+Row reduce_range<c10::BFloat16>(const c10::BFloat16* data, int64_t begin, int64_t end) {
   if (simd::available()) return simd::reduce_bf16(reinterpret_cast<const uint16_t*>(data + begin), end - begin);
   return reduce_portable(data, begin, end);
 }
 template <>
-Stats reduce_range<c10::Half>(const c10::Half* data, int64_t begin, int64_t end) {
+Row reduce_range<c10::Half>(const c10::Half* data, int64_t begin, int64_t end) {
   if (simd::available()) return simd::reduce_f16(reinterpret_cast<const uint16_t*>(data + begin), end - begin);
   return reduce_portable(data, begin, end);
 }
@@ -134,10 +143,10 @@ constexpr int64_t kMinChunksToSplit = 4;
 constexpr int64_t kGather = 512;
 
 template <class ReduceChunk>
-Stats reduce_in_chunks(int64_t n, const ReduceChunk& reduce_chunk) {
+Row reduce_in_chunks(int64_t n, const ReduceChunk& reduce_chunk) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   auto bounds = [n](int64_t c) { return std::pair<int64_t, int64_t>{c * kChunk, std::min(n, (c + 1) * kChunk)}; };
-  Stats acc = identity();
+  Row acc = identity();
   if (chunks < kMinChunksToSplit || at::get_num_threads() == 1 || at::in_parallel_region()) {
     for (int64_t c = 0; c < chunks; ++c) {
       const auto [begin, end] = bounds(c);
@@ -145,14 +154,14 @@ Stats reduce_in_chunks(int64_t n, const ReduceChunk& reduce_chunk) {
     }
     return acc;
   }
-  std::vector<Stats> parts(static_cast<size_t>(chunks));
+  std::vector<Row> parts(static_cast<size_t>(chunks));
   at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       const auto [begin, end] = bounds(c);
       parts[static_cast<size_t>(c)] = reduce_chunk(begin, end);
     }
   });
-  for (const Stats& part : parts) acc = combine(acc, part);
+  for (const Row& part : parts) acc = combine(acc, part);
   return acc;
 }
 
@@ -161,10 +170,10 @@ Stats reduce_in_chunks(int64_t n, const ReduceChunk& reduce_chunk) {
 // matrix, along memory), where the contiguous kernels apply. The statistics
 // do not depend on the order of the elements.
 template <typename scalar_t>
-Stats reduce_strided(const at::Tensor& x) {
+Row reduce_strided(const at::Tensor& x) {
   at::TensorIterator iter = at::TensorIteratorConfig().add_const_input(x).build();
   return reduce_in_chunks(iter.numel(), [&](int64_t begin, int64_t end) {
-    Stats acc = identity();
+    Row acc = identity();
     iter.serial_for_each(
         [&](char** data, const int64_t* strides, int64_t inner, int64_t outer) {
           for (int64_t j = 0; j < outer; ++j) {
@@ -192,13 +201,13 @@ Stats reduce_strided(const at::Tensor& x) {
 
 }  // namespace
 
-Stats compute_stats_cpu(const at::Tensor& x) {
+Row compute_stats_cpu(const at::Tensor& x) {
   TORCH_CHECK(x.device().is_cpu(), "graphprobe: compute_stats_cpu expects a CPU tensor, got ", x.device());
   const int64_t n = x.numel();
   if (n == 0) return identity();
   // Lazily conjugated or negated views would read the wrong values in place.
   if (x.is_conj() || x.is_neg()) return compute_stats_cpu(x.resolve_conj().resolve_neg());
-  Stats result = identity();
+  Row result = identity();
   stats::dispatch_reducible(x.scalar_type(), "graphprobe_stats_cpu", [&](auto tag) {
     using scalar_t = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     if (!x.is_contiguous()) {

@@ -116,9 +116,9 @@ struct LoadF16 {
 
 }  // namespace
 
-Stats reduce_f32(const float* data, int64_t n) { return detail::reduce<Isa, LoadF32>(data, n); }
-Stats reduce_bf16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadBF16>(bits, n); }
-Stats reduce_f16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadF16>(bits, n); }
+Row reduce_f32(const float* data, int64_t n) { return detail::reduce<Isa, LoadF32>(data, n); }
+Row reduce_bf16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadBF16>(bits, n); }
+Row reduce_f16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadF16>(bits, n); }
 
 }  // namespace graphprobe::simd::avx2
 
@@ -131,9 +131,9 @@ Stats reduce_f16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, L
 #else  // not x86-64: never called (stats_cpu_simd.cpp reports no SIMD)
 
 namespace graphprobe::simd::avx2 {
-Stats reduce_f32(const float*, int64_t) { return Stats{}; }
-Stats reduce_bf16(const uint16_t*, int64_t) { return Stats{}; }
-Stats reduce_f16(const uint16_t*, int64_t) { return Stats{}; }
+Row reduce_f32(const float*, int64_t) { return Row{}; }
+Row reduce_bf16(const uint16_t*, int64_t) { return Row{}; }
+Row reduce_f16(const uint16_t*, int64_t) { return Row{}; }
 }  // namespace graphprobe::simd::avx2
 
 #endif

@@ -48,11 +48,11 @@ Level current() {
 // element makes the double sum NaN, and only then are they counted (so is a
 // tensor holding both inf and -inf, whose sum is NaN too; it counts 0).
 template <class T, class IsNan>
-Stats with_nan_count(Stats s, const T* data, int64_t n, IsNan is_nan) {
-  if (s.sum == s.sum) return s;
+Row with_nan_count(Row s, const T* data, int64_t n, IsNan is_nan) {
+  if (s.v[column::kSum] == s.v[column::kSum]) return s;
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += is_nan(data[i]);
-  s.nan_count = count;
+  s.v[column::kNanCount] = static_cast<double>(count);
   return s;
 }
 
@@ -76,18 +76,18 @@ const char* level() {
 
 bool available() { return current() != Level::kNone; }
 
-Stats reduce_f32(const float* data, int64_t n) {
-  const Stats s = current() == Level::kAvx512 ? avx512::reduce_f32(data, n) : avx2::reduce_f32(data, n);
+Row reduce_f32(const float* data, int64_t n) {
+  const Row s = current() == Level::kAvx512 ? avx512::reduce_f32(data, n) : avx2::reduce_f32(data, n);
   return with_nan_count(s, data, n, f32_nan);
 }
 
-Stats reduce_bf16(const uint16_t* bits, int64_t n) {
-  const Stats s = current() == Level::kAvx512 ? avx512::reduce_bf16(bits, n) : avx2::reduce_bf16(bits, n);
+Row reduce_bf16(const uint16_t* bits, int64_t n) {
+  const Row s = current() == Level::kAvx512 ? avx512::reduce_bf16(bits, n) : avx2::reduce_bf16(bits, n);
   return with_nan_count(s, bits, n, bf16_nan);
 }
 
-Stats reduce_f16(const uint16_t* bits, int64_t n) {
-  const Stats s = current() == Level::kAvx512 ? avx512::reduce_f16(bits, n) : avx2::reduce_f16(bits, n);
+Row reduce_f16(const uint16_t* bits, int64_t n) {
+  const Row s = current() == Level::kAvx512 ? avx512::reduce_f16(bits, n) : avx2::reduce_f16(bits, n);
   return with_nan_count(s, bits, n, f16_nan);
 }
 

@@ -22,8 +22,8 @@ bool available();
 
 // Each reduces data[0, n) with the level() kernel (callers check
 // available()); NaNs are counted and left out of max/min.
-Stats reduce_f32(const float* data, int64_t n);
-Stats reduce_bf16(const uint16_t* bits, int64_t n);
-Stats reduce_f16(const uint16_t* bits, int64_t n);
+Row reduce_f32(const float* data, int64_t n);
+Row reduce_bf16(const uint16_t* bits, int64_t n);
+Row reduce_f16(const uint16_t* bits, int64_t n);
 
 }  // namespace graphprobe::simd

@@ -117,7 +117,7 @@ struct Entry {
 };
 
 // The writer's budget and counters, for writer_stats() and the tests
-// (not tensor statistics: those are Stats, stats/stats_cpu.h).
+// (not tensor statistics: those are the columns of a Row, record/row.h).
 struct Counters {
   size_t budget_bytes = 0;
   size_t bytes_in_flight = 0;
