@@ -67,6 +67,8 @@ PY_FLOORS: dict[str, int] = {
     # 1: configuration, dump folders, module-name checks, compile caches, the NPU runtime's
     # registration (it loads graphprobe._C_npu).
     "graphprobe.config": 1,
+    "graphprobe.config_sections": 1,
+    "graphprobe.aclgraph_layout": 1,
     "graphprobe.dump_folder": 1,
     "graphprobe.module_names": 1,
     "graphprobe.dynamo_cache": 1,

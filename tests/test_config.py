@@ -80,7 +80,7 @@ def test_an_unknown_key_far_from_every_known_key_lists_the_allowed_ones():
     with pytest.raises(ConfigValueError) as info:
         parse_config({**BASE, "colour": "red"})
     message = str(info.value)
-    allowed = "['task', 'dump_path', 'rank', 'level', 'statistics', 'dump_enable']"
+    allowed = "['task', 'dump_path', 'rank', 'level', 'statistics', 'tensor', 'dump_enable', 'replay']"
     assert f"unknown key 'colour'; allowed: {allowed}" in message
     assert "did you mean" not in message and "'enable_dataloader'" in message and "graphprobe ignores" in message
 

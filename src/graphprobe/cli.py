@@ -30,7 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every subcommand registered."""
     import graphprobe
 
-    parser = argparse.ArgumentParser(prog="graphprobe", description="graphprobe: precision debugging in graph mode")
+    # Raw: argparse would wrap --version's text at the terminal width, cutting
+    # the install path mid-word.
+    parser = argparse.ArgumentParser(prog="graphprobe", description="graphprobe: precision debugging in graph mode",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version",
                         version=f"graphprobe {graphprobe.__version__} ({os.path.dirname(graphprobe.__file__)})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -28,6 +28,14 @@ from importlib import resources
 from typing import Any
 
 from graphprobe._text import first_unsafe
+from graphprobe.config_sections import (
+    DEFAULT_TENSOR_LAYOUT,
+    MSPROBE_IGNORED_TENSOR_KEYS,
+    TENSOR_KEYS,
+    SliceRule,
+    parse_slice,
+    parse_tensor_section,
+)
 from graphprobe.replay.config import ReplayConfig, parse_replay
 
 __all__ = [
@@ -46,8 +54,8 @@ TASKS = ("statistics", "tensor")
 LEVEL_RECORDS: dict[str, tuple[bool, bool]] = {"L0": (True, False), "L1": (False, True), "mix": (True, True)}
 LEVELS = tuple(LEVEL_RECORDS)
 DEFAULT_LEVEL = "L0"
-ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "dump_enable", "replay")
-STATISTICS_KEYS = ("list",)
+ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "tensor", "dump_enable", "replay")
+STATISTICS_KEYS = ("list", "slice")
 #: msprobe's config keys that graphprobe accepts and ignores: key -> (the value
 #: under which ignoring it changes nothing, None: any value; what graphprobe
 #: does instead). Other tasks' sections (overflow_check, run_ut, ...) only
@@ -61,7 +69,6 @@ MSPROBE_IGNORED_KEYS: dict[str, tuple[Any, str]] = {
     "async_dump": (None, "graphprobe always writes on a background thread"),
     "precision": (None, "statistics are accumulated in double"),
     "framework": (None, "graphprobe records PyTorch only"),
-    "tensor": ({}, "graphprobe selects with statistics.list for both tasks; move tensor.list there"),
     "overflow_check": (None, "another msprobe task"),
     "free_benchmark": (None, "another msprobe task"),
     "run_ut": (None, "another msprobe task"),
@@ -103,6 +110,9 @@ class DumpConfig:
     dump_enable: bool = True
     source: str | None = field(default=None, compare=False)
     replay: ReplayConfig | None = None  # "replay": local error attribution (graphprobe.replay)
+    slices: tuple[SliceRule, ...] = ()  # statistics.slice (statistics task)
+    custom_api: tuple[str, ...] = ()  # tensor.custom_api (tensor task)
+    tensor_layout: str = DEFAULT_TENSOR_LAYOUT  # tensor.layout (tensor task)
 
     @property
     def records_modules(self) -> bool:
@@ -302,6 +312,27 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
     if not isinstance(enable, bool):
         raise _type_error("dump_enable", enable, "true or false")
 
+    errors = (_type_error, _value_error)
+    slices = parse_slice(stats["slice"], "statistics.slice", errors) if "slice" in stats else ()
+    section = data.get("tensor", {})
+    if isinstance(section, dict):
+        _check_keys(section, TENSOR_KEYS, MSPROBE_IGNORED_TENSOR_KEYS, "tensor.")
+    tensor = parse_tensor_section(section, errors)
+    if task == "tensor":
+        if tensor.keywords is not None:
+            if keywords and list(tensor.keywords) != keywords:
+                raise ConfigValueError(f"config fields 'statistics.list' {keywords!r} and 'tensor.list' "
+                                       f"{list(tensor.keywords)!r} both select what the tensor task saves; keep one "
+                                       "(msprobe reads tensor.list)")
+            keywords = list(tensor.keywords)
+        if slices:
+            warnings.warn("config: 'statistics.slice' is ignored by the tensor task (msprobe's graph mode slices "
+                          "statistics only; tensors are saved whole)", stacklevel=_user_stacklevel())
+            slices = ()
+    elif tensor.given:
+        warnings.warn("config: the 'tensor' section (list, custom_api, layout) is ignored by the statistics task "
+                      "(set \"task\": \"tensor\" to use it)", stacklevel=_user_stacklevel())
+
     replay = parse_replay(data.get("replay"), level, ConfigTypeError, ConfigValueError)
 
     return DumpConfig(
@@ -313,6 +344,9 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
         dump_enable=enable,
         source=source,
         replay=replay,
+        slices=slices,
+        custom_api=tensor.custom_api if task == "tensor" else (),
+        tensor_layout=tensor.layout,
     )
 
 

@@ -518,17 +518,23 @@ def _warn_stale_rank(rank: int | None, config: DumpConfig) -> None:
 def _warn_used_dump_path(dump_path: str) -> None:
     """A second run into a used ``dump_path`` puts its step folders next to
     the first run's (``step0/pid111`` and ``step0/pid222``): say so at
-    ``start()``, before anything is mixed."""
+    ``start()``, naming what is there, before anything is mixed."""
     found = step_folders(dump_path)
     if not found:
         return
     shown = ", ".join(found[:5]) + (f", ... ({len(found)} in all)" if len(found) > 5 else "")
+    try:
+        procs = sorted(e.name for e in os.scandir(os.path.join(dump_path, found[0])) if e.is_dir())
+    except OSError:
+        procs = []
+    held = (f"; {found[0]} holds {', '.join(procs[:8])}" + (f", ... ({len(procs)} in all)" if len(procs) > 8 else "")
+            if procs else "")
     warnings.warn(
-        f"graphprobe: start(): dump_path {dump_path!r} already holds step folders of an earlier run ({shown}). "
+        f"graphprobe: start(): dump_path {dump_path!r} already holds step folders of an earlier run ({shown}{held}). "
         "This run writes step0, step1, ... into the same folders, next to the earlier run's process folders "
-        "(or over them, for the same rank), and `graphprobe compare` then meets two runs in one step folder and "
-        "may pair the earlier one with the bench. Use a new dump_path for each run, or remove the old step "
-        "folders first.",
+        "(or over them, for the same rank). `graphprobe compare` then finds two pid folders in a step and refuses "
+        "to guess which to pair (it lists them; --pid-pairing newest pairs the newest). Use a new dump_path for "
+        "each run, or remove the old step folders first.",
         RuntimeWarning,
         stacklevel=3,
     )

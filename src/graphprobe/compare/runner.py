@@ -21,6 +21,7 @@ from graphprobe.compare.pairing import Pair, Pairing, PairingError, pair_paths
 from graphprobe.compare.referee import Verdict, add_reference_columns, referee, referee_divergence
 from graphprobe.compare.summary import ProgressBar
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
+from graphprobe.compare.tensor_layout import prepare_sides
 from graphprobe.compare.thresholds import Thresholds, check_divergence_options, default
 from graphprobe.output_files import make_dirs, write_text_atomic
 
@@ -223,6 +224,7 @@ def compare(
     check_divergence_options(floor_scale, divergence_ratio)
     for what, path in (("TARGET", target), ("BENCH", bench), ("output_dir", output_dir)):
         check_path_text(what, path)
+    target, bench = prepare_sides(target, bench)  # msprobe's aclgraph tensor layout (no dump.json): mirrored
     pairing: Pairing = pair_paths(target, bench)
     references: dict[str, Path] = {}
     if reference is not None:

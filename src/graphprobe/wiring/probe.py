@@ -29,7 +29,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from graphprobe._ops import _C, record_stats, record_stats_fusable
-from graphprobe.wiring import fused_stats, shared_probes
+from graphprobe.wiring import fused_stats, shared_probes, slicing
 
 __all__ = ["MAX_DEPTH", "as_output_tuple", "matches", "new_session", "probe_inputs", "probe_output", "safe_text"]
 
@@ -266,6 +266,7 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
             for i, item in enumerate(value):
                 _walk(item, (part, str(i)), 1, tensors, places, orders, leaves, extras)
     requires_grad = tuple(t.requires_grad for t in tensors)
+    tensors = slicing.sliced(tensors)  # statistics.slice: views, traced into the graph
     mode = _mode()
     site = _register(
         opening, entry, tuple(places), tuple(orders), requires_grad, tuple(leaves), mode, _session, tuple(extras))

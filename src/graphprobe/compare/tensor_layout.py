@@ -1,0 +1,257 @@
+"""Compare reads msprobe's aclgraph tensor layout (no dump.json) as well as
+the dump.json layout: :func:`prepare_sides` rewrites each side that holds
+aclgraph-layout process folders into a mirror the dump.json compare reads.
+
+An aclgraph-layout process folder (``pid{P}``/``rank{R}`` holding
+``dump_tensor_data/`` or ``tensor_data/`` of ``{api}.{call}.{io}[.{i}].pt``
+files and no dump.json; graphprobe/aclgraph_layout.py) becomes, in the
+mirror, a folder with a ``dump.json`` built from its file names and a link
+``dump_tensor_data`` to its tensor folder; dump.json-layout folders are
+linked as they are. Rows then pair by name as for any tensor dump, and the
+real-data metrics (compare/tensors.py) read the files:
+
+* a file's entry is ``{api}.forward.{n}`` for ``Module.*`` APIs and
+  ``{api}.{n}.forward`` for the others (the dump.json names of the same
+  calls); ``n`` is the file's call index less the smallest call index of that
+  API in the folder, because msprobe counts calls from ``start()`` over all
+  steps and dump.json counts them per step;
+* ``input.{i}`` → ``input_args[i]`` (nested ``input.{i}.{j}``),
+  ``input_kwargs.{key}`` → ``input_kwargs[key]``, ``output`` and
+  ``output.{i}`` → ``output[0]`` and ``output[i]``, ``parameters.{name}``
+  (graphprobe's files) → ``parameters[name]``; positions without a file
+  (non-tensor arguments) are ``null``;
+* each record's dtype, shape, Max, Min, Mean and Norm are computed from the
+  file (float64; Bool: Max = any, Min = all); ``requires_grad`` is not in the
+  layout and is left out, so it is not compared;
+* entries are ordered by their files' modification times (the order they
+  were written in), then by name.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from graphprobe.aclgraph_layout import ACLGRAPH_TENSOR_DIRS, parse_file_name
+
+__all__ = ["aclgraph_tensor_dir", "build_dump_json", "prepare_sides"]
+
+_DUMP = "dump.json"
+_DATA_DIR = "dump_tensor_data"
+
+
+def aclgraph_tensor_dir(folder: Path) -> Path | None:
+    """The tensor folder of ``folder`` when it is an aclgraph-layout process
+    folder (no dump.json, a tensor folder holding a file of the layout)."""
+    if (folder / _DUMP).exists():
+        return None
+    for name in ACLGRAPH_TENSOR_DIRS:
+        d = folder / name
+        if d.is_dir():
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            if any(parse_file_name(n) is not None for n in names):
+                return d
+    return None
+
+
+def _tensor_record(path: Path, torch: Any) -> dict[str, Any] | None:
+    """A dump.json tensor record computed from one file; None when the file
+    does not hold one tensor (then it is listed as a file that cannot be read)."""
+    try:
+        t = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001  an unreadable file: compare names it when reading it
+        return {"type": "torch.Tensor", "dtype": "unknown", "shape": [], "Max": None, "Min": None, "Mean": None,
+                "Norm": None, "data_name": path.name}
+    if not isinstance(t, torch.Tensor):
+        return None
+    record: dict[str, Any] = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape),
+                              "Max": None, "Min": None, "Mean": None, "Norm": None}
+    if t.numel() and not t.is_complex():
+        if t.dtype == torch.bool:
+            record["Max"], record["Min"] = bool(t.any()), bool(t.all())
+        elif not t.is_floating_point():
+            d = t.to(torch.float64)
+            record.update(Max=int(t.max()), Min=int(t.min()), Mean=float(d.mean()), Norm=float(d.norm()))
+        else:
+            try:
+                d = t.to(torch.float64)
+            except (RuntimeError, TypeError):  # float8 / float4 without a cast on this build
+                d = None
+            if d is not None:
+                record.update(Max=float(d.max()), Min=float(d.min()), Mean=float(d.mean()), Norm=float(d.norm()))
+    record["data_name"] = path.name
+    return record
+
+
+def _put(container: Any, keys: tuple[str, ...], value: Any, as_list: bool) -> Any:
+    """Places ``value`` at ``keys`` in nested lists (digit keys of a list
+    part) or dicts; returns the container."""
+    if not keys:
+        return value
+    key = keys[0]
+    if as_list and key.isdigit():
+        container = container if isinstance(container, list) else []
+        i = int(key)
+        container.extend([None] * (i + 1 - len(container)))
+        container[i] = _put(container[i], keys[1:], value, True)
+        return container
+    container = container if isinstance(container, dict) else {}
+    container[key] = _put(container.get(key), keys[1:], value, as_list)
+    return container
+
+
+def build_dump_json(tensor_dir: Path) -> dict[str, Any]:
+    """The dump.json document of one aclgraph-layout tensor folder."""
+    import torch  # reading .pt files needs torch; only aclgraph-layout dumps get here
+
+    files = []
+    for name in sorted(os.listdir(tensor_dir)):
+        parsed = parse_file_name(name)
+        if parsed is None:
+            continue
+        try:
+            mtime = (tensor_dir / name).stat().st_mtime_ns
+        except OSError:
+            continue
+        files.append((parsed, name, mtime))
+    first_call: dict[str, int] = {}
+    for parsed, _, _ in files:
+        first_call[parsed.api] = min(first_call.get(parsed.api, parsed.call), parsed.call)
+    entries: dict[str, dict[str, Any]] = {}
+    written: dict[str, int] = {}
+    for parsed, name, mtime in files:
+        n = parsed.call - first_call[parsed.api]
+        entry = f"{parsed.api}.forward.{n}" if parsed.api.startswith("Module.") else f"{parsed.api}.{n}.forward"
+        record = _tensor_record(tensor_dir / name, torch)
+        if record is None:
+            continue
+        parts = entries.setdefault(entry, {})
+        written[entry] = min(written.get(entry, mtime), mtime)
+        if parsed.io == "input":
+            parts["input_args"] = _put(parts.get("input_args"), parsed.suffix or ("0",), record, True)
+        elif parsed.io == "output":
+            parts["output"] = _put(parts.get("output"), parsed.suffix or ("0",), record, True)
+        else:
+            key = "input_kwargs" if parsed.io == "input_kwargs" else "parameters"
+            parts[key] = _put(parts.get(key), parsed.suffix or ("0",), record, False)
+    for parts in entries.values():
+        parts.setdefault("input_args", [])
+        parts.setdefault("input_kwargs", {})
+        parts.setdefault("output", [])
+    order = sorted(entries, key=lambda e: (written[e], e))
+    return {"task": "tensor", "level": "mix", "framework": "pytorch", "dump_data_dir": str(tensor_dir),
+            "data": {e: entries[e] for e in order}}
+
+
+def _mirror_process(folder: Path, tensor_dir: Path, into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    doc = build_dump_json(tensor_dir)
+    (into / _DUMP).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    os.symlink(tensor_dir.resolve(), into / _DATA_DIR)
+
+
+def _tensors_only(value: Any) -> Any:
+    """A dump.json part as the aclgraph layout can hold it: tensor records
+    without ``requires_grad``, every other value ``null``."""
+    if isinstance(value, dict) and "type" in value and not isinstance(value.get("type"), dict):
+        if "dtype" not in value or "data_name" not in value:
+            return None
+        return {k: v for k, v in value.items() if k != "requires_grad"}
+    # Trailing list positions and keys without a tensor are left out, as a
+    # folder of files cannot show them.
+    if isinstance(value, list):
+        items = [_tensors_only(v) for v in value]
+        while items and items[-1] is None:
+            items.pop()
+        return items
+    if isinstance(value, dict):
+        kept = {k: _tensors_only(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None}
+    return None
+
+
+def _mirror_dump_json(folder: Path, into: Path) -> None:
+    """A dump.json-layout folder compared with an aclgraph-layout one: only
+    what both layouts hold is compared (tensors; not requires_grad, not
+    non-tensor values)."""
+    into.mkdir(parents=True, exist_ok=True)
+    with open(folder / _DUMP, encoding="utf-8") as f:
+        doc = json.load(f)
+    data = doc.get("data")
+    if isinstance(data, dict):
+        doc["data"] = {entry: ({part: _tensors_only(v) for part, v in parts.items()} if isinstance(parts, dict)
+                               else parts) for entry, parts in data.items()}
+    (into / _DUMP).write_text(json.dumps(doc), encoding="utf-8")
+    if (folder / _DATA_DIR).exists():
+        os.symlink((folder / _DATA_DIR).resolve(), into / _DATA_DIR)
+
+
+def _children(path: Path) -> list[Path]:
+    try:
+        return sorted(p for p in path.iterdir() if p.is_dir())
+    except OSError:
+        return []
+
+
+def _mirror(path: Path, into: Path, depth: int) -> None:
+    """Mirrors ``path`` (a process, step or root folder) into ``into``."""
+    tensor_dir = aclgraph_tensor_dir(path)
+    if tensor_dir is not None:
+        _mirror_process(path, tensor_dir, into)
+        return
+    if (path / _DUMP).is_file():
+        try:
+            _mirror_dump_json(path, into)
+            return
+        except (OSError, ValueError):  # unreadable: the compare reads the original and names the error
+            shutil.rmtree(into, ignore_errors=True)
+    if (path / _DUMP).is_file() or depth == 0:
+        into.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(path.resolve(), into)
+        return False
+    into.mkdir(parents=True, exist_ok=True)
+    for child in _children(path):
+        if child.name not in ACLGRAPH_TENSOR_DIRS:
+            _mirror(child, into / child.name, depth - 1)
+
+
+def _has_aclgraph_folder(path: Path, depth: int) -> bool:
+    if aclgraph_tensor_dir(path) is not None:
+        return True
+    if depth == 0 or (path / _DUMP).is_file():
+        return False
+    return any(_has_aclgraph_folder(c, depth - 1) for c in _children(path) if c.name not in ACLGRAPH_TENSOR_DIRS)
+
+
+def prepare_sides(target: str | os.PathLike[str], bench: str | os.PathLike[str],
+                  workdir: str | os.PathLike[str] | None = None) -> tuple[str, str]:
+    """``target`` and ``bench`` unchanged, or, when either holds
+    aclgraph-layout process folders (a dump root, a step folder or a process
+    folder), both replaced by mirrors: aclgraph-layout folders with a
+    dump.json built from their files, dump.json-layout ones with their
+    tensors only (what the aclgraph layout holds). The mirrors go under
+    ``workdir``, by default a temporary folder removed when the process
+    exits."""
+    sides = [Path(target), Path(bench)]
+    if not any(p.is_dir() and _has_aclgraph_folder(p, 2) for p in sides):
+        return os.fspath(target), os.fspath(bench)
+    if workdir is None:
+        workdir = tempfile.mkdtemp(prefix="graphprobe-aclgraph-")
+        atexit.register(shutil.rmtree, workdir, True)
+    out = []
+    for side, p in zip(("target", "bench"), sides):
+        if not p.is_dir():
+            out.append(os.fspath(p))
+            continue
+        mirror = Path(workdir) / side / (p.resolve().name or "root")
+        _mirror(p, mirror, depth=2)
+        out.append(str(mirror))
+    return out[0], out[1]

@@ -1,0 +1,176 @@
+"""statistics.slice (issue 29 item 1): statistics over exactly msprobe's slice
+of each tensor, on the device inside the graph; the record's shape is the
+slice's (msprobe's acl_stat takes the sliced tensor).
+
+References are computed here, in float64, on the slice written out by hand
+(``x[:4]``, ``x[:, 2:6]``), never by the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+import graphprobe
+from graphprobe.config import ConfigTypeError, ConfigValueError, parse_config
+
+BASE = {"dump_path": "./d"}
+
+
+class Two(torch.nn.Module):
+    """One module whose input is the 2-D tensor under test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) * 2
+
+
+def _stats(t: torch.Tensor) -> dict[str, float]:
+    d = t.double()
+    return {"Max": d.max().item(), "Min": d.min().item(), "Mean": d.mean().item(), "Norm": d.norm().item()}
+
+
+def _record(dump_path: str, read_step, step: int = 0) -> dict:
+    doc = read_step(dump_path, step)
+    return doc["data"]["Module.inner.Identity.forward.0"]["input_args"][0]
+
+
+def _check(record: dict, want: torch.Tensor, rel: float) -> None:
+    assert record["shape"] == list(want.shape)
+    for key, value in _stats(want).items():
+        assert record[key] == pytest.approx(value, rel=rel, abs=1e-12), key
+
+
+X = torch.randn(60, 8, generator=torch.Generator().manual_seed(1))
+
+CASES = [
+    ([{"end": 4}], X[:4]),
+    ([{"dim": 1, "begin": 2, "end": 6}], X[:, 2:6]),
+    ([{"size": 60, "begin": 10, "end": 20}], X[10:20]),  # dim 0 has length 60: applies
+    ([{"size": 50, "begin": 10, "end": 20}], X),  # 60 != 50: the rule is skipped
+    ([{"dim": 1, "size": 8, "begin": -3}], X[:, -3:]),
+    ([{"begin": 5, "end": -50}], X[5:-50]),
+    ([{"begin": -7, "end": -2}], X[-7:-2]),
+    ([{"end": 1000}], X),  # clamped, as Python slicing
+    # rules on two dims combine; a later rule on the same dim replaces the earlier one
+    ([{"end": 30}, {"dim": 1, "end": 3}, {"begin": 40}], X[40:, :3]),
+    ([{"dim": 2, "end": 1}], X),  # no dim 2: skipped
+    ([{}], X),  # an empty rule does nothing
+]
+
+
+@pytest.mark.parametrize("rules,want", CASES)
+def test_eager_statistics_are_exactly_those_of_the_slice(rules, want, write_config, read_step, tmp_path):
+    model = Two()
+    dumper = graphprobe.AclGraphDumper(write_config(statistics={"slice": rules}))
+    dumper.start(model)
+    with torch.no_grad():
+        model(X)
+    dumper.step()
+    dumper.stop()
+    _check(_record(str(tmp_path / "dump"), read_step), want, rel=1e-12)
+
+
+def test_an_empty_slice_records_its_shape_without_statistics(write_config, read_step, tmp_path):
+    """begin >= end gives an empty slice (msprobe: an empty tensor, whose
+    statistics are 0 in its graph mode); graphprobe writes an empty tensor's
+    statistics as null, as for every empty tensor."""
+    model = Two()
+    dumper = graphprobe.AclGraphDumper(write_config(statistics={"slice": [{"begin": 10, "end": 5}]}))
+    dumper.start(model)
+    with torch.no_grad():
+        model(X)
+    dumper.step()
+    dumper.stop()
+    record = _record(str(tmp_path / "dump"), read_step)
+    assert record["shape"] == [0, 8]
+    assert [record[k] for k in ("Max", "Min", "Mean", "Norm")] == [None] * 4
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_api_records_are_sliced_at_l1_and_mix(level, write_config, read_step, tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    dumper = graphprobe.AclGraphDumper(write_config(level=level, statistics={"slice": [{"size": 60, "end": 4}]}))
+    dumper.start(model)
+    with torch.no_grad():
+        out = model(X)
+    dumper.step()
+    dumper.stop()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    linear = data["Functional.linear.0.forward"]
+    _check(linear["input_args"][0], X[:4], rel=1e-12)
+    _check(linear["output"][0], out[:4], rel=1e-12)
+    assert linear["input_args"][1]["shape"] == [8, 8]  # the weight's dim 0 has length 8, not 60: whole
+    if level == "mix":
+        _check(data["Module.0.Linear.forward.0"]["input_args"][0], X[:4], rel=1e-12)
+
+
+def test_inductor_computes_the_slice_statistics_in_the_graph(write_config, read_step, tmp_path):
+    model = Two()
+    rules = [{"size": 60, "begin": -7, "end": -2}, {"dim": 1, "begin": 2, "end": 6}]
+    dumper = graphprobe.AclGraphDumper(write_config(statistics={"slice": rules}))
+    dumper.start(model)
+    compiled = torch.compile(model, backend="inductor", fullgraph=True)
+    with torch.no_grad():
+        compiled(X)
+        dumper.step()
+        compiled(X[:50])  # size 50: the first rule does not apply
+        dumper.step()
+    dumper.stop()
+    _check(_record(str(tmp_path / "dump"), read_step, 0), X[-7:-2, 2:6], rel=1e-6)
+    _check(_record(str(tmp_path / "dump"), read_step, 1), X[:50, 2:6], rel=1e-6)
+    out = read_step(str(tmp_path / "dump"), 0)["data"]["Module.inner.Identity.forward.0"]["output"][0]
+    _check(out, X[-7:-2, 2:6], rel=1e-6)
+
+
+def test_slice_with_dump_enable_and_discarded_steps(tmp_path, read_step):
+    cfg = tmp_path / "c.json"
+    dump = tmp_path / "dump"
+    cfg.write_text(json.dumps({"dump_path": str(dump), "dump_enable": False, "statistics": {"slice": [{"end": 4}]}}))
+    model = Two()
+    dumper = graphprobe.AclGraphDumper(str(cfg))
+    dumper.start(model)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        compiled(X)
+        dumper.step()  # off: nothing written
+        cfg.write_text(json.dumps({"dump_path": str(dump), "dump_enable": True, "statistics": {"slice": [{"end": 4}]}}))
+        os.utime(cfg, ns=(1, 10**18))
+        dumper.step(dump=False)  # re-reads the switch; writes nothing
+        compiled(X)
+        dumper.step(dump=False)  # discarded
+        compiled(X[1:])
+        dumper.step()
+    dumper.stop()
+    assert sorted(os.listdir(dump)) == ["step1"]
+    _check(_record(str(dump), read_step, 1), X[1:5], rel=1e-12)
+
+
+@pytest.mark.parametrize("value,error,field", [
+    ({"end": 4}, ConfigTypeError, "'statistics.slice'"),
+    ([4], ConfigTypeError, "'statistics.slice[0]'"),
+    ([{"end": 4.0}], ConfigTypeError, "'statistics.slice[0].end'"),
+    ([{"end": True}], ConfigTypeError, "'statistics.slice[0].end'"),
+    ([{"dim": -1}], ConfigValueError, "'statistics.slice[0].dim'"),
+    ([{"end": 1}, {"size": -2}], ConfigValueError, "'statistics.slice[1].size'"),
+    ([{"dims": 1}], ConfigValueError, "did you mean 'dim'"),
+])
+def test_config_errors_name_the_field(value, error, field):
+    with pytest.raises(error) as info:
+        parse_config({**BASE, "statistics": {"slice": value}})
+    assert field in str(info.value) and "allowed" in str(info.value)
+
+
+def test_config_rules_and_the_tensor_task():
+    cfg = parse_config({**BASE, "statistics": {"slice": [{"dim": 1, "size": 50, "begin": -10}]}})
+    assert [r.as_tuple() for r in cfg.slices] == [(1, 50, -10, None)]
+    with pytest.warns(UserWarning, match="statistics.slice' is ignored by the tensor task"):
+        cfg = parse_config({**BASE, "task": "tensor", "statistics": {"slice": [{"end": 4}]}})
+    assert cfg.slices == ()
