@@ -65,17 +65,17 @@ def test_single_process_folders_pid_and_proc(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     code, stdout, err = cli(capsys, "compare", str(tmp_path / "t" / "step0"), str(tmp_path / "b" / "step0"), "-o", str(out))
     assert code == 0, err
-    (csv_path,) = out.glob("compare_result_0_*.csv")
+    (csv_path,) = out.glob("compare_result_pid4242_*.csv")
     assert {r["Result"] for r in read_csv(csv_path)} == {"pass", "warning"}
     # also: a process folder against a plain file, and two roots with one step each
     code, _, err = cli(capsys, "compare", str(tmp_path / "t" / "step0" / "pid4242"),
                        str(tmp_path / "b" / "step0" / "proc777" / "dump.json"), "-o", str(tmp_path / "o2"), "--no-report")
     assert code == 0, err
-    assert len(list((tmp_path / "o2").glob("compare_result_0_*.csv"))) == 1
+    assert len(list((tmp_path / "o2").glob("compare_result_pid4242_*.csv"))) == 1
     assert not list((tmp_path / "o2").glob("*.html"))
     code, _, err = cli(capsys, "compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(tmp_path / "o3"))
     assert code == 0, err
-    assert len(list((tmp_path / "o3" / "step0").glob("compare_result_0_*.csv"))) == 1
+    assert len(list((tmp_path / "o3" / "step0").glob("compare_result_pid4242_*.csv"))) == 1
 
 
 def test_rank_folder_without_dump_is_reported(tmp_path: Path, capsys) -> None:

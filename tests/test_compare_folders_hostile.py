@@ -7,7 +7,8 @@ names (D16), NUL in names (D20), a closed stdout (D22), -o inside a dump
 Attack list (each test names its item):
   D7   step01 + step1, rank01 + rank1, step\\u0661 (Arabic-Indic one), "step1\\n": never read as step/rank 1,
        never silently dropped: listed without a partner, naming the canonical folder they clash with
-  D10  a step folder holding the pid folders of two runs: the newest is paired, the older listed as an older run;
+  D10  a step folder holding the pid folders of two runs: refused, listing them (issue 31 item 1); with
+       --pid-pairing newest the newest is paired, the older listed as an older run;
        --fail-on unmatched fails
   D14  per-step output folders and created parents are 0750 less the umask
   D15  a CSV or HTML write that fails: no 0-byte file left, the pair's failure reported, the other pairs kept
@@ -118,13 +119,13 @@ def two_runs(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_two_runs_in_one_step_pair_the_newest_and_say_so(tmp_path: Path, capsys) -> None:
     t, b = two_runs(tmp_path)
-    pairing = pair_paths(t, b)
+    pairing = pair_paths(t, b, "newest")
     (pair,) = pairing.pairs
     assert pair.target.parent.name == "pid100"  # the newer run, though its pid is lower
     (u,) = pairing.unpaired
     assert u.side == "target" and u.path.name == "pid900"
-    assert "an older run" in u.what and "pid100" in u.what and "two runs into one dump_path" in u.what
-    args = ["compare", str(t), str(b), "-o", str(tmp_path / "o"), "--no-report", "-q"]
+    assert "an older run" in u.what and "pid100" in u.what and "--pid-pairing newest" in u.what
+    args = ["compare", str(t), str(b), "-o", str(tmp_path / "o"), "--no-report", "-q", "--pid-pairing", "newest"]
     code, out, err = cli(capsys, *args)
     assert code == 0, err
     assert "step0/pid900 (an older run" in out.split("without a partner:")[1]
@@ -133,11 +134,11 @@ def test_two_runs_in_one_step_pair_the_newest_and_say_so(tmp_path: Path, capsys)
     assert code == 1 and "pid900" in err
 
 
-def test_equal_numbers_of_processes_still_pair_by_pid(tmp_path: Path) -> None:
+def test_equal_numbers_of_processes_pair_by_pid_when_asked(tmp_path: Path) -> None:
     for side, pids in (("t", (10, 20)), ("b", (3, 4))):
         for pid in pids:
             dump(tmp_path / side / "step0" / f"pid{pid}")
-    pairing = pair_paths(tmp_path / "t", tmp_path / "b")
+    pairing = pair_paths(tmp_path / "t", tmp_path / "b", "order")
     pairs = [(p.target.parent.name, p.bench.parent.name) for p in pairing.pairs]
     assert pairs == [("pid10", "pid3"), ("pid20", "pid4")]
     assert not pairing.unpaired
@@ -344,7 +345,7 @@ def test_output_inside_a_step_folder_leaves_it_comparable(tmp_path: Path, capsys
     # Before the fix: t/step0 now looked like a dump root whose steps hold nothing.
     code, out, err = cli(capsys, "compare", str(step0), str(tmp_path / "b" / "step0"), "-o", str(tmp_path / "o2"), "-q")
     assert code == 0, err
-    assert len(list((tmp_path / "o2").glob("compare_result_0_*.csv"))) == 1
+    assert len(list((tmp_path / "o2").glob("compare_result_pid7_*.csv"))) == 1
     # And the roots still compare step by step.
     code, _, err = cli(capsys, "compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(tmp_path / "o3"),
                        "-q", "--fail-on", "unmatched")

@@ -216,3 +216,79 @@ def test_report_without_divergence_shows_the_noise_seen(tmp_path: Path) -> None:
     page = run.outcomes[0].report_path.read_text()
     assert "Why:" not in page
     assert "noise seen: max 0 (0x the floor) over " in page
+
+
+# -- issue 31 item 8: an index page over every step x rank/pid report ----------------------------------------------
+
+class _Links(HTMLParser):
+    """The links and table rows of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.links.append(dict(attrs)["href"] or "")
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_index_links_every_report_with_counts_and_first_divergence(tmp_path: Path) -> None:
+    # 2 steps x 2 ranks; step1/rank1 diverges at layer 1 (a known, injected fault); rank2 has no partner.
+    for side in ("t", "b"):
+        for step in (0, 1):
+            for rank in (0, 1):
+                faulty = side == "t" and (step, rank) == (1, 1)
+                write_dump(tmp_path / side / f"step{step}" / f"rank{rank}" / "dump.json",
+                           simple_model_dump(3.0, 1) if faulty else simple_model_dump())
+    write_dump(tmp_path / "t" / "step0" / "rank2" / "dump.json", simple_model_dump())
+    run = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out", progress=False)
+    index = tmp_path / "out" / "index.html"
+    page = _Links()
+    page.feed(index.read_text())
+    reports = sorted(str(o.report_path.relative_to(tmp_path / "out")) for o in run.outcomes)
+    assert len(reports) == 4
+    assert sorted(link for link in page.links if "compare_report_" in link) == reports
+    for link in page.links:  # every link leads to a file that is there
+        assert (tmp_path / "out" / link).is_file(), link
+    head, *rows = page.rows
+    assert head == ["step", "rank", "pass", "warning", "error", "unmatched", "first divergence", "files"]
+    table = {(r[0], r[1]): r[2:7] for r in rows}
+    assert table[("step1", "rank1")] == ["5", "0", "1", "0", "Module.layers.1.Linear.forward.0"]
+    for key in (("step0", "rank0"), ("step0", "rank1"), ("step1", "rank0")):
+        assert table[key] == ["6", "0", "0", "0", "-"], key
+    assert "step0/rank2" in index.read_text()  # without a partner, listed
+
+
+def test_no_index_for_a_single_report(tmp_path: Path) -> None:
+    t = write_dump(tmp_path / "t.json", simple_model_dump())
+    b = write_dump(tmp_path / "b.json", simple_model_dump())
+    compare(t, b, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / "index.html").exists()  # the report is its own index
+
+
+def test_version_never_wraps_the_path(tmp_path: Path) -> None:
+    import sys
+
+    env = {**os.environ, "COLUMNS": "40", "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    proc = subprocess.run([sys.executable, "-m", "graphprobe", "--version"], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import graphprobe
+
+    # 44 characters and more, on one line though COLUMNS is 40 (argparse wrapped it, cutting the path)
+    assert proc.stdout == f"graphprobe {graphprobe.__version__} ({os.path.dirname(graphprobe.__file__)})\n"

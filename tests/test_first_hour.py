@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -168,3 +169,97 @@ def test_l0_keywords_that_select_no_submodule_name_the_keywords(write_config, tm
     dumper.stop()
     (message,) = _messages(record.list, "statistics.list keyword")
     assert "['conv']" in message and "fix statistics.list" in message and "no submodules" not in message
+
+
+# -- item 1: pid folders are called pid folders, paired without guessing, and a used dump_path warns ------------
+
+from compare_fixtures import cli, read_csv, simple_model_dump, write_dump  # noqa: E402
+
+
+def _pid_dump(folder: Path, scale: float = 1.0, when: int | None = None) -> Path:
+    path = write_dump(folder / "dump.json", simple_model_dump(scale, 0 if scale != 1.0 else None))
+    if when is not None:
+        os.utime(path, (when, when))
+    return path
+
+
+def test_a_used_dump_path_warns_at_start_naming_what_is_there(write_config, tmp_path) -> None:
+    _pid_dump(tmp_path / "d" / "step0" / "pid123")
+    _pid_dump(tmp_path / "d" / "step1" / "pid123")
+    dumper = graphprobe.AclGraphDumper(write_config(dump_path=str(tmp_path / "d")))
+    with pytest.warns(RuntimeWarning, match="already holds step folders") as record:
+        dumper.start(Small().eval())
+    dumper.stop()
+    (message,) = _messages(record.list, "already holds")
+    assert "(step0, step1; step0 holds pid123)" in message
+    assert "refuses to guess" in message and "--pid-pairing newest" in message
+    assert record.list[0].filename == __file__  # points at the user's start() line
+
+
+def test_single_pid_folders_are_called_pids_everywhere(tmp_path: Path, capsys) -> None:
+    _pid_dump(tmp_path / "t" / "step0" / "pid4242", scale=3.0)
+    _pid_dump(tmp_path / "b" / "step0" / "pid777")
+    code, out, err = cli(capsys, "compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(tmp_path / "o"), "-q")
+    assert code == 0, err
+    assert "rank" not in out  # a single process has no rank
+    assert any(line.startswith("step0/pid4242 ") for line in out.splitlines()), out
+    (csv_path,) = (tmp_path / "o" / "step0").glob("compare_result_pid4242_*.csv")
+    (report,) = (tmp_path / "o" / "step0").glob("compare_report_pid4242_*.html")
+    assert "<title>graphprobe compare step0/pid4242</title>" in report.read_text()
+    assert read_csv(csv_path)  # the rows are there
+
+
+def test_two_runs_in_one_step_are_refused_with_what_is_there(tmp_path: Path, capsys) -> None:
+    old = tmp_path / "t" / "step0" / "pid900"
+    new = tmp_path / "t" / "step0" / "pid100"  # pid wrap-around: the newer run has the lower pid
+    _pid_dump(old, when=1_000_000_000)
+    _pid_dump(new, scale=3.0, when=1_000_000_100)
+    _pid_dump(tmp_path / "b" / "step0" / "pid5")
+    args = ["compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(tmp_path / "o"), "-q", "--no-report"]
+    code, out, err = cli(capsys, *args)
+    assert code == 2 and out == ""
+    assert "cannot pair single-process (pid) folders without guessing" in err
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_000_000_000))
+    assert f"step0: TARGET holds 2 pid folders (pid900 (dump.json of {when})" in err
+    assert "BENCH holds 1 (pid5 (dump.json of" in err
+    assert f"graphprobe compare {new} {tmp_path / 'b' / 'step0' / 'pid5'}" in err  # the way out, spelled out
+    assert "--pid-pairing newest" in err and "--pid-pairing order" in err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.csv"))
+    # The rule, when asked for: the newest (pid100, which diverges) is compared; pid900 is listed.
+    code, out, err = cli(capsys, *args, "--pid-pairing", "newest")
+    assert code == 0, err
+    assert any(line.startswith("step0/pid100 ") and line.endswith("Module.layers.0.Linear.forward.0")
+               for line in out.splitlines()), out  # the newer run, which diverges
+    assert "target: step0/pid900 (an older run" in out
+    # The folders passed by hand: no rule needed.
+    code, out, err = cli(capsys, "compare", str(new), str(tmp_path / "b" / "step0" / "pid5"), "-o",
+                         str(tmp_path / "o2"), "-q", "--no-report")
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("pid100 ")
+
+
+def test_several_pids_diverging_are_counted_as_pids(tmp_path: Path, capsys) -> None:
+    for side, pids, scale in (("t", (10, 20), 3.0), ("b", (3, 4), 1.0)):
+        for pid in pids:
+            _pid_dump(tmp_path / side / "step0" / f"pid{pid}", scale=scale)
+    code, out, err = cli(capsys, "compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(tmp_path / "o"),
+                         "-q", "--pid-pairing", "order")
+    assert code == 0, err
+    assert "across pids:" in out and "step0: 2 of 2 pids diverge; first: pid10 at" in out
+    assert "ranks" not in out
+    index = (tmp_path / "o" / "index.html").read_text()
+    assert index.count('href="step0/compare_report_pid') == 2 and "<th>pid</th>" in index
+
+
+# -- item 8: no "Failed to initialize NumPy" after a plain `pip install .` ----------------------------------------
+
+def test_numpy_is_a_dependency_so_torch_does_not_warn_at_import() -> None:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.split(">")[0].split("=")[0].strip() == "numpy" for d in deps), deps
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", "import graphprobe, torch; torch.zeros(1).numpy()"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stderr
+    assert "Failed to initialize NumPy" not in proc.stderr

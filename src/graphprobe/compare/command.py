@@ -23,7 +23,9 @@ from typing import Any
 from graphprobe._cli_types import int_at_least
 from graphprobe._text import terminal_safe
 from graphprobe.compare.fail_on import FAIL_ON_LEVELS, fail_on_reasons
+from graphprobe.compare.msprobe_flags import add_msprobe_flags, resolve_paths
 from graphprobe.compare.native import threshold_defaults
+from graphprobe.compare.pairing import PID_PAIRINGS
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
 
 __all__ = ["register", "run"]
@@ -62,10 +64,17 @@ def register(subparsers: Any) -> None:
         description="Compare TARGET (the run under test, msprobe's 'NPU') against BENCH (the reference). "
         "Each may be a dump.json, a rank*/pid*/proc* folder, a step* folder or a dump root.",
     )
-    p.add_argument("target", metavar="TARGET")
-    p.add_argument("bench", metavar="BENCH")
-    p.add_argument("-o", "--output", default="compare_output", help="output folder (default: %(default)s)")
-    p.add_argument("--fuzzy", action="store_true", help="match rows ignoring call indices, in execution order")
+    p.add_argument("target", metavar="TARGET", nargs="?")  # or msprobe's -tp (msprobe_flags)
+    p.add_argument("bench", metavar="BENCH", nargs="?")  # or msprobe's -gp
+    p.add_argument("-o", "--output", "--output_path", default="compare_output",
+                   help="output folder (default: %(default)s)")
+    p.add_argument("--fuzzy", "-fm", "--fuzzy_match", action="store_true",
+                   help="match rows ignoring call indices, in execution order")
+    p.add_argument("--pid-pairing", choices=PID_PAIRINGS, default="single",
+                   help="a step holding several pid (single-process) folders: single = refuse and list them; "
+                        "newest = by dump.json time, newest with newest (re-runs into one dump_path); order = "
+                        "ascending pid (several processes of one run without ranks) (default: %(default)s)")
+    add_msprobe_flags(p)
     p.add_argument("--fail-on", choices=FAIL_ON_LEVELS,
                    help="exit with 1 on: error (error rows, a first divergence, nothing compared, a side empty or "
                         "short); unmatched (also unmatched rows, steps/ranks without a partner); warning (also "
@@ -121,7 +130,19 @@ def run(args: argparse.Namespace) -> int:
     """Runs the comparison described by ``args``; returns the exit code."""
     from graphprobe.compare import PairingError, Thresholds, compare
     from graphprobe.compare.summary import format_summary
+    from graphprobe.compare.workbook import OpenpyxlMissing, require_openpyxl, write_workbooks
 
+    usage = resolve_paths(args)
+    if usage is None and args.xlsx:
+        try:
+            require_openpyxl()  # before the compare, not after it
+        except OpenpyxlMissing as e:
+            usage = str(e)
+    if usage is not None:
+        if getattr(args, "compare_parser", None) is not None:
+            args.compare_parser.print_usage(sys.stderr)
+        print(terminal_safe(f"graphprobe compare: error: {usage}"), file=sys.stderr)
+        return 2
     thresholds = Thresholds(**{f.name: getattr(args, f.name) for f in fields(Thresholds)
                                if getattr(args, f.name) is not None})
     try:
@@ -140,18 +161,23 @@ def run(args: argparse.Namespace) -> int:
             floor_scale=args.floor_scale,
             divergence_ratio=args.divergence_ratio,
             reference=args.reference,
+            pid_pairing=args.pid_pairing,
         )
     except (PairingError, OSError) as e:
         print(terminal_safe(f"graphprobe compare: error: {e}"), file=sys.stderr)
         return 2
-    print(format_summary(result, args.top))
+    workbooks = write_workbooks(result) if args.xlsx else {}
+    print(format_summary(result, args.top, workbooks))
+    unwritten = [w for w in workbooks.values() if isinstance(w, str)]
+    for message in unwritten:
+        print(terminal_safe(f"graphprobe compare: error: {message}"), file=sys.stderr)
     for o in result.outcomes:
         for note in o.notes:
             print(terminal_safe(f"graphprobe compare: warning: {note}"), file=sys.stderr)
     if not result.outcomes:
         print("graphprobe compare: error: nothing to compare: no TARGET/BENCH pair was found", file=sys.stderr)
         return 2
-    if result.failures:
+    if result.failures or unwritten:
         for o in result.failures:
             print(terminal_safe(f"graphprobe compare: error: {o.error}"), file=sys.stderr)
         return 2

@@ -10,17 +10,27 @@ Each side may be
 
 Two dump roots are paired step by step (by number). Otherwise each side must
 come down to a single step (a root with one step is that step). Within a step
-pair, ``rank{R}`` folders are paired by R. Single-process folders carry a pid,
-which differs between two runs, so they are paired by position: when each side
-holds exactly one process folder (of any kind) the two are paired; otherwise
-``pid``/``proc`` folders are paired in ascending pid order. Everything without
-a partner is listed in :attr:`Pairing.unpaired`.
+pair, ``rank{R}`` folders are paired by R.
 
-When the two sides of a step hold different numbers of ``pid``/``proc``
-folders -- a second run into a used ``dump_path`` adds a folder of its own
-next to the first run's -- the newest folders (by the time their dump.json
-was written) are paired, newest with newest, and each older one is listed
-as an older run without a partner (so ``--fail-on unmatched`` fails).
+Single-process dumps are ``pid{P}`` folders (``proc{P}`` from msprobe's eager
+dumper), named after the process id, which differs between two runs and says
+nothing about which folders belong together. So they are paired without
+guessing: when each side of a step holds exactly one process folder (of any
+kind), the two are paired. When either side holds several ``pid``/``proc``
+folders -- most often a second run into a used ``dump_path``, which adds a
+folder of its own next to the first run's -- nothing is guessed:
+:class:`PairingError` lists what each side holds (with the time each
+dump.json was written) and the ways out: pass the two process folders, or
+choose a rule with ``pid_pairing`` (``--pid-pairing``):
+
+* ``"single"`` (default): one process folder per side, or refuse;
+* ``"newest"``: in order of their dump.json times, newest with newest (the
+  surplus older folders are listed without a partner, so ``--fail-on
+  unmatched`` fails): the rule for re-runs into a used ``dump_path``;
+* ``"order"``: in ascending pid order (the surplus listed without a partner):
+  several processes of one run that have no rank.
+
+Everything without a partner is listed in :attr:`Pairing.unpaired`.
 
 Folder numbers are read only in the form the dumper writes them: ASCII
 digits without leading zeros (``step1``, ``rank0``, ``pid4711``). A folder
@@ -33,19 +43,23 @@ A ``step{N}`` folder that holds nothing but compare results
 (``compare_result_*.csv``, ``compare_report_*.html``: ``-o`` pointed inside
 a dump) is graphprobe's own output, not a dump step, and is skipped.
 
-The rank label of a pair (the ``{rank}`` of ``compare_result_{rank}_...``) is
-R for ``rank{R}`` folders, ``0`` when a single process is compared, and the
-target's pid when several ``pid``/``proc`` folders are paired.
+A pair is named after what it compares (:attr:`Pair.label`): ``rank{R}``
+for rank folders, ``pid{P}`` (the target's pid) for process folders, and
+``rank0`` for two plain dump.json files outside any process folder (msprobe's
+name for a single-process compare). The ``{tag}`` of
+``compare_result_{tag}_...`` is ``R`` for ranks (msprobe's names), ``pid{P}``
+for process folders and ``0`` for plain files.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Pair", "Pairing", "PairingError", "Unpaired", "pair_paths"]
+__all__ = ["PID_PAIRINGS", "Pair", "Pairing", "PairingError", "Unpaired", "pair_paths"]
 
 # The names the dumper writes: ASCII digits, no leading zero. fullmatch: "$"
 # would also accept a trailing newline.
@@ -55,8 +69,10 @@ _PROC = re.compile(r"(rank|pid|proc)(0|[1-9][0-9]*)", re.ASCII)
 _STEP_LIKE = re.compile(r"step(\d+)\s*")
 _PROC_LIKE = re.compile(r"(rank|pid|proc)(\d+)\s*")
 # What a compare writes into its output folders.
-_OUTPUT_FILE = re.compile(r"compare_(result_.*\.csv|report_.*\.html)")
+_OUTPUT_FILE = re.compile(r"compare_(result_.*\.(csv|xlsx)|report_.*\.html)|index\.html")
 DUMP_FILE = "dump.json"
+#: The rules for pid folders: see the module's docstring.
+PID_PAIRINGS = ("single", "newest", "order")
 
 
 class PairingError(ValueError):
@@ -69,14 +85,26 @@ class Pair:
     """One dump.json pair to compare."""
 
     step: int | None  # set when two dump roots were paired step by step
-    rank: str
+    rank: str  # R of rank{R}, P of pid{P} (the target's), "0" for plain files
     target: Path
     bench: Path
+    kind: str = "rank"  # "rank" or "pid"
+
+    @property
+    def process(self) -> str:
+        """``rank1`` or ``pid4711``: what the pair compares."""
+        return f"{self.kind}{self.rank}"
 
     @property
     def label(self) -> str:
-        """``step3/rank1``-style name used in messages."""
-        return (f"step{self.step}/" if self.step is not None else "") + f"rank{self.rank}"
+        """``step3/rank1``- or ``step0/pid4711``-style name used in messages."""
+        return (f"step{self.step}/" if self.step is not None else "") + self.process
+
+    @property
+    def tag(self) -> str:
+        """The ``{tag}`` of ``compare_result_{tag}_{time}.csv``: R for ranks
+        (msprobe's names), ``pid{P}`` for process folders."""
+        return self.rank if self.kind == "rank" else self.process
 
 
 @dataclass(frozen=True)
@@ -93,6 +121,8 @@ class Pairing:
     pairs: list[Pair] = field(default_factory=list)
     unpaired: list[Unpaired] = field(default_factory=list)
     by_step: bool = False  # two roots: results go to per-step folders
+    ambiguous: list[str] = field(default_factory=list)  # steps whose pid folders "single" refuses to pair
+    example: tuple[Path, Path] = (Path("TARGET/step0/pidP"), Path("BENCH/step0/pidQ"))  # for the refusal
 
 
 @dataclass(frozen=True)
@@ -184,6 +214,11 @@ def _classify(path: Path) -> tuple[str, dict[int | None, list[_Proc]], list[_Odd
         raise PairingError(f"'{path}' does not exist")
     odd: list[_Odd] = []
     if path.is_file():
+        # .../pid4711/dump.json is process pid4711's dump, named so.
+        m = _PROC.fullmatch(path.parent.name) if path.name == DUMP_FILE else None
+        if m:
+            kind = "rank" if m.group(1) == "rank" else "pid"
+            return "file", {None: [_Proc(kind, int(m.group(2)), path)]}, odd
         return "file", {None: [_Proc("single", 0, path)]}, odd
     if (path / DUMP_FILE).is_file():
         m = _PROC.fullmatch(path.name)
@@ -217,61 +252,117 @@ def _single_step(side: str, path: Path, steps: dict[int | None, list[_Proc]]) ->
     return next(iter(steps.values()))
 
 
-def _pair_procs(step: int | None, target: list[_Proc], bench: list[_Proc], out: Pairing) -> None:
+def _written(p: _Proc) -> str:
+    """``pid4711 (dump.json of 2026-12-01 17:03:12)``: a process folder and
+    when its dump was written, for the messages that list them."""
+    try:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.path.stat().st_mtime))
+        return f"{p.name} (dump.json of {stamp})"
+    except OSError:
+        return f"{p.name} (no {DUMP_FILE})"
+
+
+def _pair_procs(step: int | None, target: list[_Proc], bench: list[_Proc], out: Pairing, pid_pairing: str) -> None:
     prefix = f"step{step}/" if step is not None else ""
 
-    def add(t: _Proc, b: _Proc, rank: str) -> None:
+    def add(t: _Proc, b: _Proc, kind: str, number: str) -> None:
         missing = [(side, p) for side, p in (("target", t), ("bench", b)) if not p.path.is_file()]
         if missing:
             for side, p in missing:
                 out.unpaired.append(Unpaired(side, f"{prefix}{p.name} (no {DUMP_FILE})", p.path.parent))
             return
-        out.pairs.append(Pair(step, rank, t.path, b.path))
+        out.pairs.append(Pair(step, number, t.path, b.path, kind))
+
+    def add_one(t: _Proc, b: _Proc) -> None:
+        # A rank on either side names the pair; else the target's pid; two
+        # plain files are msprobe's single-process compare, "rank0".
+        named = next((p for p in (t, b) if p.kind == "rank"), None) or next((p for p in (t, b) if p.kind == "pid"), None)
+        if named is None:
+            add(t, b, "rank", "0")
+        else:
+            add(t, b, named.kind, str(named.number))
 
     if len(target) == 1 and len(bench) == 1:
-        t, b = target[0], bench[0]
-        rank = str(t.number) if t.kind == "rank" else str(b.number) if b.kind == "rank" else "0"
-        add(t, b, rank)
+        add_one(target[0], bench[0])
         return
     t_ranks = {p.number: p for p in target if p.kind == "rank"}
     b_ranks = {p.number: p for p in bench if p.kind == "rank"}
     for n in sorted(t_ranks.keys() | b_ranks.keys()):
         if n in t_ranks and n in b_ranks:
-            add(t_ranks[n], b_ranks[n], str(n))
+            add(t_ranks[n], b_ranks[n], "rank", str(n))
         else:
             side, p = ("target", t_ranks[n]) if n in t_ranks else ("bench", b_ranks[n])
             out.unpaired.append(Unpaired(side, f"{prefix}{p.name}", p.path.parent))
     t_pids = [p for p in target if p.kind != "rank"]
     b_pids = [p for p in bench if p.kind != "rank"]
-    if len(t_pids) == len(b_pids):
-        # Several processes of one run each: pids differ between runs, so
-        # their order is all there is.
-        for t, b in zip(sorted(t_pids, key=lambda p: p.number), sorted(b_pids, key=lambda p: p.number)):
-            add(t, b, str(t.number))
-        return
-    # One side holds more process folders than the other: most likely runs
-    # into a used dump_path. Pair the newest with the newest; the older
-    # ones are older runs, reported (never silently dropped).
     if not t_pids or not b_pids:
         for side, p in [("target", p) for p in t_pids] + [("bench", p) for p in b_pids]:
             out.unpaired.append(Unpaired(side, f"{prefix}{p.name}", p.path.parent))
         return
+    if len(t_pids) == 1 and len(b_pids) == 1:
+        add_one(t_pids[0], b_pids[0])
+        return
+    if pid_pairing == "single":
+        # pids say nothing about which folders belong together: refuse,
+        # saying what is there (the caller raises once for all steps).
+        t_list = ", ".join(_written(p) for p in sorted(t_pids, key=lambda p: (_mtime(p), p.number)))
+        b_list = ", ".join(_written(p) for p in sorted(b_pids, key=lambda p: (_mtime(p), p.number)))
+        if not out.ambiguous:  # the example of the way out: this step's newest folders
+            out.example = (max(t_pids, key=lambda p: (_mtime(p), p.number)).path.parent,
+                           max(b_pids, key=lambda p: (_mtime(p), p.number)).path.parent)
+        out.ambiguous.append(f"{prefix.rstrip('/') or 'the step'}: TARGET holds {len(t_pids)} pid folders ({t_list}); "
+                             f"BENCH holds {len(b_pids)} ({b_list})")
+        return
+    if pid_pairing == "order":
+        t_pids.sort(key=lambda p: p.number)
+        b_pids.sort(key=lambda p: p.number)
+        n = min(len(t_pids), len(b_pids))
+        for t, b in zip(t_pids, b_pids):
+            add(t, b, "pid", str(t.number))
+        for side, procs in (("target", t_pids), ("bench", b_pids)):
+            for p in procs[n:]:
+                out.unpaired.append(Unpaired(side, f"{prefix}{p.name} (--pid-pairing order: no pid folder left on "
+                                                   "the other side)", p.path.parent))
+        return
+    # "newest": by the time each dump.json was written, newest with newest;
+    # the surplus older ones are older runs, reported (never dropped).
     t_pids.sort(key=lambda p: (_mtime(p), p.number))
     b_pids.sort(key=lambda p: (_mtime(p), p.number))
     n = min(len(t_pids), len(b_pids))
     for t, b in zip(t_pids[len(t_pids) - n:], b_pids[len(b_pids) - n:]):
-        add(t, b, str(t.number))
+        add(t, b, "pid", str(t.number))
     counts = f"target {len(t_pids)}, bench {len(b_pids)} pid/proc folders"
     for side, procs in (("target", t_pids), ("bench", b_pids)):
         newest = ", ".join(p.name for p in procs[len(procs) - n:]) or "none"
         for p in procs[: len(procs) - n]:
             out.unpaired.append(Unpaired(
-                side, f"{prefix}{p.name} (an older run: {counts}; the newest ({newest}) were paired; two runs into "
-                      "one dump_path? pass the process folders to choose)", p.path.parent))
+                side, f"{prefix}{p.name} (an older run: {counts}; the newest ({newest}) were paired by "
+                      "--pid-pairing newest)", p.path.parent))
 
 
-def pair_paths(target: str | os.PathLike[str], bench: str | os.PathLike[str]) -> Pairing:
-    """Finds the dump.json pairs to compare. Raises :class:`PairingError`."""
+def _refuse_ambiguous(out: Pairing) -> None:
+    """Raises the one error that lists every step where pid folders could
+    not be paired without guessing, and the ways out."""
+    if not out.ambiguous:
+        return
+    shown = out.ambiguous[:5] + ([f"... ({len(out.ambiguous)} steps in all)"] if len(out.ambiguous) > 5 else [])
+    raise PairingError(
+        "cannot pair single-process (pid) folders without guessing: " + "; ".join(shown) + ". "
+        "A pid is the process id of a run, different in every run, so it cannot say which folders belong "
+        "together; several in one step most often means several runs into one dump_path (start() warned). "
+        "Either pass the two process folders to compare (e.g. the newest of each side: "
+        f"graphprobe compare {out.example[0]} {out.example[1]}), remove the older run's folders, or choose a rule: "
+        "--pid-pairing newest (by dump.json time, newest with newest; older ones listed without a partner) or "
+        "--pid-pairing order (ascending pid: several processes of one run without ranks)."
+    )
+
+
+def pair_paths(target: str | os.PathLike[str], bench: str | os.PathLike[str], pid_pairing: str = "single") -> Pairing:
+    """Finds the dump.json pairs to compare. ``pid_pairing``: how several
+    pid folders in one step are paired (:data:`PID_PAIRINGS`, see the
+    module's docstring). Raises :class:`PairingError`."""
+    if pid_pairing not in PID_PAIRINGS:
+        raise PairingError(f"pid_pairing: got {pid_pairing!r}; allowed: {', '.join(PID_PAIRINGS)}")
     t_path, b_path = Path(target), Path(bench)
     t_kind, t_steps, t_odd = _classify(t_path)
     b_kind, b_steps, b_odd = _classify(b_path)
@@ -282,10 +373,13 @@ def pair_paths(target: str | os.PathLike[str], bench: str | os.PathLike[str]) ->
         out.by_step = True
         for n in sorted(t_steps.keys() | b_steps.keys()):  # type: ignore[type-var]
             if n in t_steps and n in b_steps:
-                _pair_procs(n, t_steps[n], b_steps[n], out)
+                _pair_procs(n, t_steps[n], b_steps[n], out, pid_pairing)
             else:
                 side, root = ("target", t_path) if n in t_steps else ("bench", b_path)
                 out.unpaired.append(Unpaired(side, f"step{n}", root / f"step{n}"))
+        _refuse_ambiguous(out)
         return out
-    _pair_procs(None, _single_step("TARGET", t_path, t_steps), _single_step("BENCH", b_path, b_steps), out)
+    _pair_procs(None, _single_step("TARGET", t_path, t_steps), _single_step("BENCH", b_path, b_steps), out,
+                pid_pairing)
+    _refuse_ambiguous(out)
     return out

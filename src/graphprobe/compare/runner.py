@@ -18,6 +18,7 @@ from graphprobe.compare.native import native
 from graphprobe.compare.outcome import CompareRun, PairOutcome
 from graphprobe.compare.output_names import claim_names, release_names, write_failure
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, pair_paths
+from graphprobe.compare.report_index import write_index
 from graphprobe.compare.referee import Verdict, add_reference_columns, referee, referee_divergence
 from graphprobe.compare.summary import ProgressBar
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
@@ -181,6 +182,7 @@ def compare(
     floor_scale: float | None = None,
     divergence_ratio: float | None = None,
     reference: str | os.PathLike[str] | None = None,
+    pid_pairing: str = "single",
 ) -> CompareRun:
     """Compares TARGET (the run under test) against BENCH (the reference).
 
@@ -210,6 +212,9 @@ def compare(
             relative error must exceed R times its inputs' and parameters'
             plus its noise floor, an input's R times everything recorded
             before it plus its floor (default 4).
+        pid_pairing: how a step holding several pid folders is paired:
+            "single" (refuse, listing them), "newest" or "order" (see
+            :mod:`graphprobe.compare.pairing`).
 
     Raises:
         PairingError: TARGET/BENCH are not dumps or cannot be paired.
@@ -225,11 +230,11 @@ def compare(
     for what, path in (("TARGET", target), ("BENCH", bench), ("output_dir", output_dir)):
         check_path_text(what, path)
     target, bench = prepare_sides(target, bench)  # msprobe's aclgraph tensor layout (no dump.json): mirrored
-    pairing: Pairing = pair_paths(target, bench)
+    pairing: Pairing = pair_paths(target, bench, pid_pairing)
     references: dict[str, Path] = {}
     if reference is not None:
         check_path_text("REF", reference)
-        references = {p.label: p.bench for p in pair_paths(target, reference).pairs}
+        references = {p.label: p.bench for p in pair_paths(target, reference, pid_pairing).pairs}
         missing = [p.label for p in pairing.pairs if p.label not in references]
         if missing:
             raise PairingError(f"--reference {reference}: no dump for {', '.join(missing)} (REF must hold the same "
@@ -239,7 +244,7 @@ def compare(
     stamp = time.strftime("%Y%m%d%H%M%S")
     tasks = []
     for p in pairing.pairs:
-        tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.rank, stamp, html), references.get(p.label)))
+        tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.tag, stamp, html), references.get(p.label)))
     kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts,
                   tensor_layout=tensor_layout, floor_scale=floor_scale, divergence_ratio=divergence_ratio)
     bar = ProgressBar(len(tasks), enabled=progress)
@@ -282,4 +287,7 @@ def compare(
     for task, o in zip(tasks, outcomes):
         if o.error is not None:
             release_names(task[1], task[2])
-    return CompareRun(outcomes=outcomes, unpaired=pairing.unpaired, output_dir=out)
+    run = CompareRun(outcomes=outcomes, unpaired=pairing.unpaired, output_dir=out)
+    if sum(o.report_path is not None for o in outcomes) > 1:
+        write_index(run)  # index.html: every report of this compare, with its counts and first divergence
+    return run

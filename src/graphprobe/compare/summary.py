@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from graphprobe._text import terminal_safe
 from graphprobe.compare.explain import floors_text, noise_text
 from graphprobe.compare.numbers import short_number, short_pct, shorten_numbers
 from graphprobe.compare.outcome import CompareRun
+from graphprobe.compare.report_index import INDEX_NAME
 
 __all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary"]
 
@@ -66,7 +68,7 @@ def divergence_lines(run: CompareRun) -> list[str]:
     if floors:
         lines.append(floors)
     drifted = sorted((o for o in read if o.pair.step is not None and o.divergence is not None
-                      and "parameter" in o.divergence.kinds), key=lambda o: (o.pair.step, o.pair.rank))
+                      and "parameter" in o.divergence.kinds), key=lambda o: (o.pair.step, o.pair.label))
     if drifted and any(o.divergence and o.divergence.parameters_throughout for o in drifted):
         first = drifted[0]
         lines.append(f"parameters differ from step{first.pair.step} on ({first.pair.label} first): the divergence "
@@ -74,11 +76,13 @@ def divergence_lines(run: CompareRun) -> list[str]:
     return lines
 
 
-def format_summary(run: CompareRun, top: int) -> str:
+def format_summary(run: CompareRun, top: int, workbooks: dict[Path, Path | str] | None = None) -> str:
     """One table (counts per verdict and the first divergence of each pair),
     what each first divergence is and the noise around it, the ``top`` worst
     rows of the first pair that diverges (of the first pair when none does),
-    where the files are, and what had no partner."""
+    where the files are (``workbooks``: CSV -> its .xlsx, from
+    :func:`graphprobe.compare.workbook.write_workbooks`), and what had no
+    partner."""
     lines: list[str] = []
     width = max([len(o.pair.label) for o in run.outcomes] + [4])
     lines.append(f"{'pair':<{width}}  " + "  ".join(f"{r:>9}" for r in _RESULTS) + "  first divergence")
@@ -91,7 +95,7 @@ def format_summary(run: CompareRun, top: int) -> str:
     lines.extend(divergence_lines(run))
     lines.extend(cross_rank_lines(run))
     lines.extend(_worst_lines(run, top))
-    lines.extend(_file_lines(run))
+    lines.extend(_file_lines(run, workbooks or {}))
     if run.unpaired:
         lines.append("")
         lines.append("without a partner:")
@@ -114,7 +118,7 @@ def _worst_lines(run: CompareRun, top: int) -> list[str]:
     return lines
 
 
-def _file_lines(run: CompareRun) -> list[str]:
+def _file_lines(run: CompareRun, workbooks: dict[Path, Path | str]) -> list[str]:
     written = [o for o in run.outcomes if o.csv_path is not None]
     if not written:
         return []
@@ -126,12 +130,24 @@ def _file_lines(run: CompareRun) -> list[str]:
     lines = ["", f"files (under {root}):"]
     width = max(len(o.pair.label) for o in written)
     for o in written:
-        lines.append(f"  {o.pair.label:<{width}}  {rel(o.csv_path)}  {rel(o.report_path)}")
+        book = workbooks.get(o.csv_path) if o.csv_path is not None else None
+        extra = f"  {rel(book)}" if isinstance(book, Path) else "  (xlsx not written)" if book else ""
+        lines.append(f"  {o.pair.label:<{width}}  {rel(o.csv_path)}  {rel(o.report_path)}{extra}")
+    index = Path(root) / INDEX_NAME
+    if sum(o.report_path is not None for o in written) > 1 and index.is_file():
+        lines.append(f"  index of the reports: {rel(index)}")
     return lines
 
 
+def _processes(outcomes: list) -> str:
+    """What the pairs of a step compare: "ranks", "pids" (single-process
+    folders) or "processes" (both kinds)."""
+    kinds = {o.pair.kind for o in outcomes}
+    return "ranks" if kinds == {"rank"} else "pids" if kinds == {"pid"} else "processes"
+
+
 def cross_rank_lines(run: CompareRun) -> list[str]:
-    """For each step compared on several ranks: which ranks diverge, the
+    """For each step compared on several ranks (or pids): which diverge, the
     earliest first (by position in execution order), and where."""
     by_step: dict[int | None, list] = {}
     for o in run.outcomes:
@@ -141,19 +157,21 @@ def cross_rank_lines(run: CompareRun) -> list[str]:
     for step, outcomes in by_step.items():
         if len(outcomes) < 2:
             continue
+        what = _processes(outcomes)
         diverged = sorted((o for o in outcomes if o.first_divergence_index is not None),
-                          key=lambda o: (o.first_divergence_index, o.pair.rank))
-        where = f"step{step}" if step is not None else "all ranks"
+                          key=lambda o: (o.first_divergence_index, o.pair.kind,
+                                         int(o.pair.rank) if o.pair.rank.isdigit() else -1))
+        where = f"step{step}" if step is not None else f"all {what}"
         if not diverged:
-            lines.append(f"{where}: no rank diverges ({len(outcomes)} ranks)")
+            lines.append(f"{where}: no {what[:-1]} diverges ({len(outcomes)} {what})")
             continue
         first = diverged[0]
-        ranks = ", ".join(f"rank{o.pair.rank} (#{o.first_divergence_index})" for o in diverged)
-        lines.append(f"{where}: {len(diverged)} of {len(outcomes)} ranks diverge; first: rank{first.pair.rank} at "
-                     f"{first.first_divergence} (entry #{first.first_divergence_index}); by position: {ranks}")
+        each = ", ".join(f"{o.pair.process} (#{o.first_divergence_index})" for o in diverged)
+        lines.append(f"{where}: {len(diverged)} of {len(outcomes)} {what} diverge; first: {first.pair.process} at "
+                     f"{first.first_divergence} (entry #{first.first_divergence_index}); by position: {each}")
     if lines:
         lines.insert(0, "")
-        lines.insert(1, "across ranks:")
+        lines.insert(1, "across " + _processes([o for o in run.outcomes if o.error is None]) + ":")
     return lines
 
 

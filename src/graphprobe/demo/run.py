@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from graphprobe.config import DEFAULT_LEVEL, LEVELS
+from graphprobe.dump_folder import step_folders
 from graphprobe.demo.model import build_demo_model, demo_inputs
 from graphprobe.output_files import make_dirs, write_text_atomic
 
@@ -182,6 +184,11 @@ def run_demo(options: DemoOptions) -> DemoResult:
     fault = parse_fault(options.inject_fault, base) if options.inject_fault else None
 
     t0 = time.time()
+    # The demo's own dump folders: an earlier demo's steps would sit next to
+    # this run's (two pid folders per step, which compare refuses to guess).
+    for folder in (bench_dir, target_dir):
+        for name in step_folders(folder):
+            shutil.rmtree(os.path.join(folder, name))
     say(f"[1/3] reference: eager on {device}, level {options.level}, {options.steps} steps -> {bench_dir}")
     _record(copy.deepcopy(base), inputs, _write_config(os.path.join(out, "eager.json"), bench_dir, options.level),
             _eager_runner, say)

@@ -1,0 +1,134 @@
+"""The result workbook msprobe users open: ``compare_result_{tag}_{time}.xlsx``
+next to each CSV, with the CSV's columns and cells (``graphprobe compare
+--xlsx``, msprobe's flag).
+
+Written from the finished CSV, so the two never disagree: every cell holds
+the CSV's text, except that a cell whose text reads as a finite number is
+stored as that number (so that a spreadsheet sorts and filters it), as
+msprobe's workbook does. Text cells are stored as text, never as formulas
+(a name that begins with ``=`` stays text; the CSV's leading ``'`` of
+formula neutralisation is kept, so both files show the same). A sheet holds
+at most 1,048,576 rows (the xlsx limit): longer results continue on sheets
+``result_2``, ``result_3``, ..., each with the header row.
+
+openpyxl is an optional dependency (``pip install 'graphprobe[xlsx]'``);
+:func:`require_openpyxl` says so when it is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+from pathlib import Path
+
+from graphprobe.output_files import FILE_MODE, temporary_name
+
+__all__ = ["MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path", "write_workbook", "write_workbooks"]
+
+#: Rows of one sheet, the header included (Excel's limit).
+MAX_SHEET_ROWS = 1_048_576
+
+
+class OpenpyxlMissing(ImportError):
+    """openpyxl, which writes the .xlsx workbook, is not installed."""
+
+
+def require_openpyxl() -> None:
+    """Raises :class:`OpenpyxlMissing` with the install command when openpyxl
+    cannot be imported (checked before a compare starts, not after it)."""
+    try:
+        import openpyxl  # noqa: F401
+    except ImportError as e:
+        raise OpenpyxlMissing(
+            f"--xlsx needs openpyxl, which is not installed in {sys.executable} ({e}): install it with "
+            "pip install 'graphprobe[xlsx]' (or pip install openpyxl), or leave out --xlsx: the CSV holds the "
+            "same cells") from None
+
+
+def workbook_path(csv_path: Path) -> Path:
+    """``compare_result_0_{time}.xlsx`` for ``compare_result_0_{time}.csv``."""
+    return csv_path.with_suffix(".xlsx")
+
+
+def _cell(text: str) -> str | float | int:
+    """The CSV's text, or the finite number it reads as (an integer stays
+    an integer). ``nan``, ``inf``, ``N/A``, ``None`` and other words stay
+    text, as the CSV writes them."""
+    try:
+        return int(text) if text.lstrip("-").isdigit() and text.isascii() else _finite(float(text), text)
+    except ValueError:
+        return text
+
+
+def _finite(value: float, text: str) -> str | float:
+    return value if math.isfinite(value) and text.strip() == text and "_" not in text else text
+
+
+def write_workbook(csv_path: str | os.PathLike[str]) -> Path:
+    """Writes the workbook of one compare CSV next to it and returns its
+    path. Raises :class:`OpenpyxlMissing` without openpyxl, ``OSError`` when
+    the CSV cannot be read or the workbook written (the file is written
+    atomically: a partial workbook is never left)."""
+    require_openpyxl()
+    from openpyxl import Workbook
+    from openpyxl.cell.cell import TYPE_STRING
+
+    src = Path(csv_path)
+    book = Workbook(write_only=True)
+    with src.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        sheet, rows, n = None, 0, 0
+        for record in reader:
+            if sheet is None or rows >= MAX_SHEET_ROWS:
+                n += 1
+                sheet = book.create_sheet("result" if n == 1 else f"result_{n}")
+                sheet.append(header)
+                rows = 1
+            sheet.append([_text_cell(sheet, v, TYPE_STRING) if isinstance(v, str) else v
+                          for v in map(_cell, record)])
+            rows += 1
+        if sheet is None:  # no rows: the header alone
+            book.create_sheet("result").append(header)
+    out = workbook_path(src)
+    tmp = temporary_name(out)
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))  # the mode every output gets
+        book.save(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())  # on disk before the name points at it
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _text_cell(sheet: object, text: str, string_type: str) -> object:
+    """A write-only cell that holds ``text`` as text: openpyxl would store a
+    text beginning with ``=`` as a formula."""
+    if not text.startswith("="):
+        return text
+    from openpyxl.cell import WriteOnlyCell
+
+    cell = WriteOnlyCell(sheet, value=text)
+    cell.data_type = string_type
+    return cell
+
+
+def write_workbooks(run: object) -> dict[Path, Path | str]:
+    """The workbook of every CSV a compare wrote (``run``: its
+    :class:`~graphprobe.compare.outcome.CompareRun`): CSV path -> workbook
+    path, or the error that stopped it (one pair's failure does not stop the
+    others)."""
+    out: dict[Path, Path | str] = {}
+    for o in getattr(run, "outcomes", ()):
+        if o.csv_path is None:
+            continue
+        try:
+            out[o.csv_path] = write_workbook(o.csv_path)
+        except (OSError, ValueError, csv.Error) as e:
+            out[o.csv_path] = f"{o.pair.label}: cannot write {workbook_path(o.csv_path)}: {e}"
+    return out
