@@ -23,6 +23,7 @@ __all__ = ["EXIT_STDOUT_CLOSED", "SUBCOMMANDS", "build_parser", "int_at_least", 
 SUBCOMMANDS: dict[str, str] = {
     "compare": "graphprobe.compare.command:register",
     "demo": "graphprobe.demo.command:register",
+    "diagnose": "graphprobe.diagnose.command:register",
 }
 
 

@@ -76,6 +76,21 @@ def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
     return sources, constants
 
 
+def _compile_config() -> str:
+    """Python lines that set the dynamo and inductor options the script
+    changed from their defaults (the minifier's ``codegen_config``)."""
+    lines = []
+    try:
+        import torch._dynamo.config as dynamo_config
+        import torch._inductor.config as inductor_config
+
+        for cfg in (dynamo_config, inductor_config):
+            lines.append(cfg.codegen_config())
+    except Exception as e:  # noqa: BLE001  an option that cannot be written out: say so in the repro
+        lines.append(f"# the compile options could not be written out: {type(e).__name__}: {e}")
+    return "\n".join(lines)
+
+
 def save_repro_module(model: Any) -> None:
     """Saves the submodule named by ``$GRAPHPROBE_REPRO_MODULE`` into
     ``$GRAPHPROBE_REPRO_DIR`` (see the module docstring); does nothing when
@@ -99,6 +114,7 @@ def save_repro_module(model: Any) -> None:
         except Exception as e:  # noqa: BLE001  a module holding a lambda, a lock ...: the repro explains
             info["pickle_error"] = f"{type(e).__name__}: {e}"
         info["main_sources"], info["main_constants"] = _main_sources(module)
+        info["compile_config"] = _compile_config()
         with open(os.path.join(folder, "module.json"), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=1, default=repr)
     except Exception as e:  # noqa: BLE001  never raise into the user's script

@@ -29,6 +29,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: %(default)s)")
     p.add_argument("--steps", type=int_at_least(1), default=3, help="recorded steps (default: %(default)s)")
     p.add_argument("--out", default="./graphprobe_demo", help="output folder (default: %(default)s)")
+    p.add_argument("--diagnose", action="store_true",
+                   help="run `graphprobe diagnose` on the demo model under torch.compile instead (the fault, if "
+                   "any, only while compiling): screen, attribute, bisect, report into OUT/diagnose")
     p.set_defaults(handler=run)
 
 
@@ -41,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
     from graphprobe.config import ConfigError
     from graphprobe.demo.run import DemoOptions, run_demo
 
+    if args.diagnose:  # graphprobe/demo/diagnose_script.py
+        from graphprobe.demo.diagnose_script import demo_diagnose
+
+        return demo_diagnose(args.out, args.inject_fault, args.steps)
     try:
         result = run_demo(DemoOptions(out=args.out, level=args.level, device=args.device, steps=args.steps,
                                       inject_fault=args.inject_fault))

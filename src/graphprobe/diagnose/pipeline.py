@@ -1,0 +1,132 @@
+"""The four stages in order, with progress, and what they found."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from graphprobe.diagnose.commands import Runner, say_to
+from graphprobe.diagnose.replay_files import ReplayFormatError
+from graphprobe.diagnose.report import SCHEMA_VERSION, write_reports
+from graphprobe.diagnose.screen import StageError
+
+__all__ = ["DiagnoseOptions", "KERNELS_NOTE", "diagnose"]
+
+#: Why ``kernels`` stays empty (docs/diagnose.md, "Kernels").
+KERNELS_NOTE = ("not named: inductor's provenance tracking (trace.provenance_tracking_level) maps kernels to FX "
+                "node names, which do not carry the module path; mapping them to modules is not implemented")
+
+
+@dataclass
+class DiagnoseOptions:
+    """What ``graphprobe diagnose`` runs: ``command`` (the user's target
+    command), ``reference_command`` (None: the same with
+    ``TORCHDYNAMO_DISABLE=1``), the screen's ``level``, ``steps`` compared
+    (None: all), ``bisect`` on or off, ``out`` folder, per-command
+    ``timeout`` in seconds (None: none)."""
+
+    command: list[str]
+    out: str = "graphprobe_diagnose"
+    reference_command: list[str] | None = None
+    level: str = "L0"
+    steps: int | None = None
+    bisect: bool = True
+    timeout: float | None = None
+
+
+def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
+    """Runs the stages; returns (exit code, diagnosis). Exit code: 0 nothing
+    diverges, 1 a divergence was diagnosed, 2 a stage could not run (the
+    diagnosis then holds ``error``). diagnosis.json, summary.txt and
+    report.html are written in every case."""
+    from graphprobe.diagnose.attribute import attribute
+    from graphprobe.diagnose.screen import screen
+
+    say = say or say_to(sys.stdout)
+    out = Path(opts.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    runner = Runner(out / "logs", opts.timeout)
+    d: dict[str, Any] = {"version": SCHEMA_VERSION, "command": opts.command, "reference_command":
+                         opts.reference_command, "level": opts.level, "steps": opts.steps, "conclusion": "",
+                         "first_divergence": None, "attribution": None, "origin": None, "bisect": None,
+                         "bisect_skipped": None, "kernels": [], "kernels_note": None, "repro": None,
+                         "stages": {}, "error": None, "commands": []}
+    code = 1
+    t_all = time.monotonic()
+    stage = "screen"
+    try:
+        t0 = time.monotonic()
+        say(f"[1/4] screen: reference and target at {opts.level}, compared")
+        sc = screen(runner, out, opts.command, opts.reference_command, opts.level, opts.steps, say)
+        d["stages"]["screen"] = round(time.monotonic() - t0, 2)
+        d["screen"] = {"reference_dump": str(sc.reference_dump), "target_dump": str(sc.target_dump),
+                       "compare_dir": str(sc.compare_dir), "pairs": sc.pairs}
+        if sc.first is None:
+            say("  no first divergence: graph mode agrees with the reference within noise")
+            d["conclusion"] = "no divergence: the target agrees with the reference within the noise floor"
+            d["bisect_skipped"] = "nothing diverges"
+            code = 0
+            return code, d
+        first = sc.first
+        d["first_divergence"] = first.as_json()
+        say(f"  first divergence: step {first.step}, {first.entry} ({', '.join(first.kinds)})")
+
+        stage = "attribute"
+        t0 = time.monotonic()
+        say(f"[2/4] attribute: the target again, replaying {first.module or 'every module'} eagerly on its "
+            "graph-mode inputs")
+        at = attribute(runner, out, opts.command, first, opts.steps, say)
+        d["stages"]["attribute"] = round(time.monotonic() - t0, 2)
+        d["attribution"] = {"scope": at.scope, "why": at.why, "dump": str(at.dump), "modules": [
+            {"module": m.module, "entry": m.entry, "step": m.step, "verdict": m.verdict, "reason": m.reason,
+             "local_error": m.error("local_error"), "eager_local_error": m.error("eager_local_error"),
+             "float64_error": m.error("float64_error"), "floor": m.error("floor")} for m in at.modules]}
+        d["origin"] = at.origin_json()
+        if at.origin is None:
+            say(f"  no origin: {at.why}")
+            d["conclusion"] = f"{first.entry} diverges, but no replayed module creates the error: {at.why}"
+            d["bisect_skipped"] = "no origin module"
+            return code, d
+        say(f"  origin: {at.origin.module} ({at.why})")
+        from graphprobe.diagnose.repro import write_repro
+
+        d["repro"] = write_repro(out, at.origin, at.inputs_file, out / "runs" / "module", at.scope)
+
+        stage = "bisect"
+        if not opts.bisect:
+            d["bisect_skipped"] = "--no-bisect"
+            say("[3/4] bisect: skipped (--no-bisect)")
+        else:
+            from graphprobe.diagnose.bisect import bisect
+
+            t0 = time.monotonic()
+            say(f"[3/4] bisect: torch's CompilerBisector, pass = replay judges {at.origin.module} not 'creates' "
+                "(one run of the command per test)")
+            b = bisect(runner, out, opts.command, at.origin.module, opts.steps, say)
+            d["stages"]["bisect"] = round(time.monotonic() - t0, 2)
+            d["bisect"] = b.as_json()
+            say(f"  result: backend {b.backend}, subsystem {b.subsystem}, bisect number {b.bisect_number}, "
+                f"debug info {b.debug_info} -- {b.note}")
+        d["kernels_note"] = KERNELS_NOTE
+        where = ""
+        if d["bisect"] and d["bisect"]["backend"]:
+            bb = d["bisect"]
+            where = f"; compiler stage: backend {bb['backend']}" + (f", {bb['subsystem']}" if bb["subsystem"] else "")
+            if bb["debug_info"]:
+                where += f" ({bb['debug_info']})"
+        d["conclusion"] = f"{at.origin.module} creates the error (first divergence {first.entry}){where}"
+        return code, d
+    except (StageError, ReplayFormatError, OSError) as e:
+        d["error"] = f"{stage}: {e}"
+        d["conclusion"] = f"stopped in stage {stage}: {e}"
+        say(f"graphprobe diagnose: error: {d['error']}")
+        return 2, d
+    finally:
+        d["stages"]["total"] = round(time.monotonic() - t_all, 2)
+        d["commands"] = [r.as_json() for r in runner.records]
+        say("[4/4] report")
+        text = write_reports(out, d)
+        say(text)

@@ -1,0 +1,142 @@
+"""The repro for a bug report: the origin module's saved inputs, the module
+(saved by the dumper at ``start()`` under ``$GRAPHPROBE_REPRO_MODULE``) and
+a short script that shows eager vs compiled vs float64 on those inputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from graphprobe.output_files import write_text_atomic
+
+__all__ = ["write_repro"]
+
+_TEMPLATE = '''\
+"""Repro written by `graphprobe diagnose`: module {module!r} ({cls}) on the
+inputs of its call {entry!r} recorded in graph mode, run eagerly, compiled
+and in float64. Run: python repro.py [--backend BACKEND]"""
+import argparse
+import copy
+import os
+import sys
+
+import torch
+import torch._dynamo.config
+import torch._inductor.config
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Compile options the script had changed from their defaults:
+{compile_config}
+
+# Classes defined in the script itself (its __main__), copied from it, with
+# the constants they read:
+{constants}
+{sources}
+
+SCOPE_MODULE = {scope!r}  # the module saved in module.pt
+ORIGIN = {origin_rel!r}  # the origin, relative to it
+
+
+def build():
+    """The origin module with the weights it had when the dumper started."""
+    try:
+        scope = torch.load(os.path.join(HERE, "module.pt"), weights_only=False)
+    except Exception as e:  # noqa: BLE001
+        sys.exit({cannot!r} + f" ({{type(e).__name__}}: {{e}})")
+    return scope.get_submodule(ORIGIN) if ORIGIN else scope
+
+
+def to(value, dtype=None):
+    """``value`` with its floating tensors cast to ``dtype`` (None: unchanged), nested in lists/tuples/dicts."""
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if dtype is not None and value.is_floating_point() else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(to(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {{k: to(v, dtype) for k, v in value.items()}}
+    return value
+
+
+def first_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            t = first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(value, dict):
+        return first_tensor(list(value.values()))
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", default="inductor")
+    backend = parser.parse_args().backend
+    saved = torch.load(os.path.join(HERE, "inputs.pt"), weights_only=True)
+    args, kwargs = saved.get("args", []), saved.get("kwargs", {{}})
+    module = build().eval()
+    with torch.no_grad():
+        eager = first_tensor(module(*args, **kwargs))
+        compiled = first_tensor(torch.compile(copy.deepcopy(module), backend=backend, fullgraph=False)(*args, **kwargs))
+        reference = first_tensor(copy.deepcopy(module).double()(*to(args, torch.float64), **to(kwargs, torch.float64)))
+
+    def err(x):
+        d = (x.double() - reference).abs().max().item()
+        return d / max(reference.abs().max().item(), 1e-30)
+
+    print(f"module {{ORIGIN or SCOPE_MODULE}} ({cls}), output 0 {{tuple(eager.shape)}} {{eager.dtype}}")
+    print(f"  eager    vs float64: relative max error {{err(eager):.3e}}")
+    print(f"  compiled vs float64: relative max error {{err(compiled):.3e}}   (backend {{backend}})")
+    print(f"  compiled vs eager:   max abs difference {{(compiled - eager).abs().max().item():.3e}}")
+    bad = err(compiled) > 4 * err(eager) + 1e-6
+    print("  -> the compiled module creates the error" if bad else "  -> no error beyond eager's on these inputs")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path, scope: str) -> dict[str, Any]:
+    """Writes ``out/repro/`` (inputs.pt, module.pt, state_dict.pt,
+    repro.py, README.txt); returns the ``repro`` object of diagnosis.json."""
+    folder = out / "repro"
+    folder.mkdir(parents=True, exist_ok=True)
+    missing = []
+    if inputs is not None and inputs.is_file():
+        shutil.copyfile(inputs, folder / "inputs.pt")
+    else:
+        missing.append("the origin's inputs (the dumper saved no replay_inputs file for it)")
+    info: dict[str, Any] = {}
+    if (saved_module / "module.json").is_file():
+        info = json.loads((saved_module / "module.json").read_text(encoding="utf-8"))
+        for name in ("module.pt", "state_dict.pt", "module.json"):
+            if (saved_module / name).is_file():
+                shutil.copyfile(saved_module / name, folder / name)
+    else:
+        missing.append(f"the module (nothing saved under {saved_module})")
+    rel = origin.module[len(scope):].lstrip(".") if scope else origin.module
+    cls = origin.entry.split(".")[-3] if origin.entry.count(".") >= 3 else "?"
+    cannot = (f"repro: module.pt cannot be rebuilt here: build the module {scope or 'model'} of your script "
+              f"yourself, load state_dict.pt into it with load_state_dict, and run main() with it")
+    if not info.get("pickled", False):
+        cannot += f"; saving it had failed: {info.get('pickle_error', 'not saved')}"
+    constants = "\n".join(f"{k} = {v!r}" for k, v in sorted(info.get("main_constants", {}).items()))
+    text = _TEMPLATE.format(module=origin.module, cls=cls, entry=origin.entry, compile_config=info.get(
+        "compile_config", "# (not known)"), constants=constants or "# (none)",
+        sources="\n\n".join(info.get("main_sources", [])) or "# (none)", scope=scope, origin_rel=rel,
+        cannot=cannot)
+    write_text_atomic(str(folder / "repro.py"), text)
+    readme = [f"graphprobe diagnose repro: module {origin.module} ({cls}), call {origin.entry}.",
+              "Run: python repro.py   (eager vs compiled vs float64 on the recorded inputs)"]
+    if missing:
+        readme.append("Missing: " + "; ".join(missing) + ".")
+    write_text_atomic(str(folder / "README.txt"), "\n".join(readme) + "\n")
+    return {"folder": str(folder), "script": str(folder / "repro.py"), "missing": missing,
+            "rebuildable": bool(info.get("pickled")) and not missing}

@@ -1,0 +1,108 @@
+"""Stage 1, screen: the reference and the target at one level, compared;
+the first divergence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from graphprobe.diagnose.commands import Runner, tail
+from graphprobe.diagnose.configs import write_config
+from graphprobe.diagnose.entries import parse_entry
+
+__all__ = ["FirstDivergence", "ScreenResult", "StageError", "screen"]
+
+
+class StageError(RuntimeError):
+    """A stage could not run (a command failed, a dump is missing); the
+    message says which command and where its log is."""
+
+
+@dataclass
+class FirstDivergence:
+    """The first divergence over the compared steps: ``step``, the target
+    ``entry``, its ``module`` (dotted path; None for an API entry), the
+    kinds (parameter, output, unrecorded-input) and the compare's message."""
+
+    step: int | None
+    entry: str
+    module: str | None
+    cls: str | None
+    kinds: tuple[str, ...]
+    message: str
+    last_agreeing: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``first_divergence`` object of diagnosis.json."""
+        return {"step": self.step, "entry": self.entry, "module": self.module, "class": self.cls,
+                "kinds": list(self.kinds), "message": self.message, "last_agreeing": self.last_agreeing}
+
+
+@dataclass
+class ScreenResult:
+    """What the screen found; ``first`` is None when nothing diverges."""
+
+    reference_dump: Path
+    target_dump: Path
+    compare_dir: Path
+    steps: list[int] = field(default_factory=list)
+    first: FirstDivergence | None = None
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def check_run(rec: Any, what: str, dump: Path) -> None:
+    """Raises StageError when the command failed or wrote no dump."""
+    if rec.exit_code != 0:
+        why = rec.note or f"exit code {rec.exit_code}"
+        raise StageError(f"{what}: `{rec.shell()}` failed ({why}); log {rec.log}, last lines:\n{tail(rec.log)}")
+    if not any(dump.glob("step*/*/dump.json")):
+        raise StageError(
+            f"{what}: `{rec.shell()}` wrote no dump under {dump}: the script must create AclGraphDumper() (which "
+            f"reads $GRAPHPROBE_CONFIG), start() it on the model and call step() after each iteration; log {rec.log}")
+
+
+def screen(runner: Runner, out: Path, target_cmd: list[str], reference_cmd: list[str] | None, level: str,
+           steps: int | None, say: Callable[[str], None]) -> ScreenResult:
+    """Runs the reference and the target at ``level`` and compares them."""
+    from graphprobe.compare import compare
+
+    work = out / "runs"
+    ref_dump, tgt_dump = work / "reference", work / "target"
+    ref_cfg = write_config(work / "reference.json", ref_dump, level)
+    tgt_cfg = write_config(work / "target.json", tgt_dump, level)
+    if reference_cmd is None:
+        say("  reference: the same command with TORCHDYNAMO_DISABLE=1 (eager)")
+        rec = runner.run("screen-reference", target_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg), "TORCHDYNAMO_DISABLE": "1"})
+    else:
+        say(f"  reference: {' '.join(reference_cmd)}")
+        rec = runner.run("screen-reference", reference_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg)})
+    say(f"    exit {rec.exit_code} in {rec.seconds:.1f} s -> {ref_dump}")
+    check_run(rec, "screen (reference)", ref_dump)
+    say(f"  target: {' '.join(target_cmd)}")
+    rec = runner.run("screen-target", target_cmd, {"GRAPHPROBE_CONFIG": str(tgt_cfg)})
+    say(f"    exit {rec.exit_code} in {rec.seconds:.1f} s -> {tgt_dump}")
+    check_run(rec, "screen (target)", tgt_dump)
+    compare_dir = out / "compare"
+    run = compare(tgt_dump, ref_dump, compare_dir, progress=False, jobs=1)
+    result = ScreenResult(ref_dump, tgt_dump, compare_dir)
+    outcomes = [o for o in run.outcomes if steps is None or o.pair.step is None or o.pair.step < steps]
+    outcomes.sort(key=lambda o: (o.pair.step if o.pair.step is not None else -1, o.first_divergence_index or 0))
+    for o in outcomes:
+        result.steps.append(o.pair.step)
+        d = o.divergence
+        result.pairs.append({"pair": o.pair.label, "error": o.error, "counts": dict(o.counts),
+                             "first_divergence": o.first_divergence,
+                             "csv": str(o.csv_path) if o.csv_path else None,
+                             "report": str(o.report_path) if o.report_path else None})
+        if o.error:
+            raise StageError(f"screen: comparing {o.pair.label} failed: {o.error}")
+        if d is not None and result.first is None:
+            name = parse_entry(d.entry)
+            result.first = FirstDivergence(o.pair.step, d.entry, name.module, name.cls, tuple(d.kinds), d.message,
+                                           d.last_agreeing)
+    for u in run.unpaired:
+        say(f"  note: unpaired {u}")
+    if not outcomes:
+        raise StageError(f"screen: no step of {tgt_dump} pairs with {ref_dump} (steps limited to {steps})")
+    return result
