@@ -14,8 +14,8 @@ def scale_add(x: torch.Tensor, y: torch.Tensor, *, alpha: float = 1.0, bias: tor
 
 
 def split_pair(x: torch.Tensor):
-    """Two output tensors."""
-    return x.sin(), x.cos()
+    """Two output tensors (exact float ops: inductor's kernels give the same bits as eager)."""
+    return x * 2, x - 1
 
 
 class Ops:

@@ -1,0 +1,158 @@
+"""graphprobe compare reads msprobe's aclgraph tensor layout (issue 29 item 2):
+two dumps in that layout, and one in each layout, pair by file names and get
+the real-data metrics of compare/tensors.py.
+
+References: the metrics of the faulty row are recomputed here in float64
+from the eager tensors; the msprobe-style dump is written by hand with
+torch.save, named as msprobe's aclgraph_dumper names files.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import os
+from pathlib import Path
+
+import custom_api_target as target
+import pytest
+import torch
+
+import graphprobe
+from graphprobe.cli import main
+from graphprobe.compare import compare
+
+APIS = ["custom_api_target.scale_add", "custom_api_target.split_pair"]
+
+
+class Net(torch.nn.Module):
+    """A linear layer, then two custom APIs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        a, b = target.split_pair(h)
+        return target.scale_add(a, b, alpha=0.5, bias=h)
+
+
+X = [torch.randn(3, 8, generator=torch.Generator().manual_seed(s)) for s in range(2)]
+
+
+def _dump(tmp_path: Path, name: str, layout: str, model: Net) -> Path:
+    cfg = tmp_path / f"{name}.json"
+    cfg.write_text(json.dumps({"dump_path": str(tmp_path / name), "task": "tensor", "level": "L0",
+                               "tensor": {"custom_api": APIS, "layout": layout}}))
+    dumper = graphprobe.AclGraphDumper(str(cfg))
+    dumper.start(model)
+    with torch.no_grad():
+        for x in X:
+            model(x)
+            dumper.step()
+    dumper.stop()
+    return tmp_path / name
+
+
+def _rows(run) -> dict[str, dict[str, str]]:
+    (outcome,) = [o for o in run.outcomes if o.pair.step == 1] or run.outcomes[-1:]
+    with open(outcome.csv_path, newline="") as f:
+        return {r["NPU Name"]: r for r in csv.DictReader(f)}
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("layouts")
+    clean = Net()
+    faulty = copy.deepcopy(clean)
+    with torch.no_grad():
+        faulty.lin.weight[0, 0] += 0.5
+    return {
+        "acl": _dump(tmp, "acl", "aclgraph", clean),
+        "json": _dump(tmp, "json", "dump_json", copy.deepcopy(clean)),
+        "acl_faulty": _dump(tmp, "acl_faulty", "aclgraph", faulty),
+        "models": (clean, faulty),
+        "tmp": tmp,
+    }
+
+
+@pytest.mark.parametrize("t,b", [("acl", "acl"), ("acl", "json"), ("json", "acl")])
+def test_clean_dumps_in_either_layout_pair_every_tensor(dumps, t, b):
+    run = compare(dumps[t], dumps[b], dumps["tmp"] / f"out_{t}_{b}", html=False, progress=False)
+    assert not run.unpaired and len(run.outcomes) == 2
+    for o in run.outcomes:
+        assert o.error is None
+        assert o.counts == {"pass": 11, "warning": 0, "error": 0, "unmatched": 0}, (o.pair.label, o.counts)
+    rows = _rows(run)
+    # dump.json names of msprobe's file names; step 1 holds call index 1 in the aclgraph layout
+    assert sorted(rows) == sorted([
+        "Module.lin.Linear.forward.0.input.0", "Module.lin.Linear.forward.0.output.0",
+        "Module.lin.Linear.forward.0.parameters.weight", "Module.lin.Linear.forward.0.parameters.bias",
+        "split_pair.0.forward.input.0", "split_pair.0.forward.output.0", "split_pair.0.forward.output.1",
+        "scale_add.0.forward.input.0", "scale_add.0.forward.input.1", "scale_add.0.forward.input.bias",
+        "scale_add.0.forward.output.0",
+    ])
+    assert all(float(r["Cosine"]) == 1 and float(r["MaxAbsErr"]) == 0 for r in rows.values()), rows
+
+
+@pytest.mark.parametrize("b", ["acl", "json"])
+def test_a_fault_gets_the_real_data_metrics_computed_from_the_files(dumps, b):
+    run = compare(dumps["acl_faulty"], dumps[b], dumps["tmp"] / f"out_faulty_{b}", html=False, progress=False)
+    rows = _rows(run)
+    clean, faulty = dumps["models"]
+    with torch.no_grad():
+        t, r = faulty.lin(X[1]).double(), clean.lin(X[1]).double()
+    row = rows["Module.lin.Linear.forward.0.output.0"]
+    assert float(row["MaxAbsErr"]) == pytest.approx((t - r).abs().max().item(), rel=1e-9)
+    cosine = (t * r).sum() / (t.norm() * r.norm())
+    assert float(row["Cosine"]) == pytest.approx(cosine.item(), abs=1e-6)
+    assert rows["Module.lin.Linear.forward.0.input.0"]["MaxAbsErr"] == "0"
+    assert float(rows["Module.lin.Linear.forward.0.parameters.weight"]["MaxAbsErr"]) == pytest.approx(0.5, rel=1e-6)
+    assert "[" in row["Data_name"] and "Module.lin.Linear.1.output.pt" in row["Data_name"]
+
+
+def test_an_msprobe_written_dump_pairs_with_a_graphprobe_dump(dumps, tmp_path):
+    """msprobe's own files: its guide's folder name tensor_data, call indices
+    counted from start() (step 1 of a run whose step 0 had five calls), a
+    single output without an index; no parameters."""
+    clean, _ = dumps["models"]
+    folder = tmp_path / "msprobe" / "step1" / "rank0" / "tensor_data"
+    folder.mkdir(parents=True)
+    with torch.no_grad():
+        h = clean.lin(X[1])
+    torch.save(X[1].clone(), folder / "Module.lin.Linear.5.input.0.pt")
+    torch.save(h.clone(), folder / "Module.lin.Linear.5.output.pt")
+    run = compare(tmp_path / "msprobe" / "step1", dumps["json"] / "step1", tmp_path / "out", html=False,
+                  progress=False)
+    (o,) = run.outcomes
+    rows = _rows(run)
+    matched = {n: r for n, r in rows.items() if r["Bench Name"] != "N/A" and n != "N/A"}
+    assert sorted(matched) == ["Module.lin.Linear.forward.0.input.0", "Module.lin.Linear.forward.0.output.0"]
+    assert all(float(r["Cosine"]) == 1 for r in matched.values())
+
+
+def test_the_cli_compares_aclgraph_dumps(dumps, tmp_path, capsys):
+    assert main(["compare", str(dumps["acl"]), str(dumps["json"]), "-o", str(tmp_path / "o"), "--no-report", "-q",
+                 "--fail-on", "unmatched"]) == 0
+    assert main(["compare", str(dumps["acl_faulty"]), str(dumps["acl"]), "-o", str(tmp_path / "o2"), "--no-report",
+                 "-q", "--fail-on", "error"]) == 1
+    assert os.path.isdir(dumps["acl"] / "step0")  # the dumps are read, never changed
+
+
+@pytest.mark.parametrize("name,parsed", [
+    ("Module.encoder.layer.0.output.dense.Linear.3.input.0.pt",
+     ("Module.encoder.layer.0.output.dense.Linear", 3, "input", ("0",))),
+    ("scale_add.12.input_kwargs.bias.pt", ("scale_add", 12, "input_kwargs", ("bias",))),
+    ("Aten.addmm.0.output.pt", ("Aten.addmm", 0, "output", ())),
+    ("f.1.input.0.2.pt", ("f", 1, "input", ("0", "2"))),
+    ("dump.json", None),
+    ("noindex.input.0.pt", None),
+])
+def test_file_names_are_read_from_the_rightmost_call_index(name, parsed):
+    from graphprobe.aclgraph_layout import parse_file_name
+
+    got = parse_file_name(name)
+    assert (None if got is None else (got.api, got.call, got.io, got.suffix)) == parsed
