@@ -19,6 +19,8 @@ EXPECTED = {
     "statistics_L1.json": ("statistics", "L1", (0,), ("linear", "softmax", "layer_norm")),
     "statistics_mix.json": ("statistics", "mix", (0, 1), ("layers.0", "linear")),
     "tensor_L0.json": ("tensor", "L0", (), ("mlp",)),
+    "statistics_slice.json": ("statistics", "L0", (), ()),
+    "tensor_aclgraph.json": ("tensor", "L0", (), ("attn",)),
 }
 
 
@@ -43,3 +45,84 @@ def test_example_loads_cleanly(name: str) -> None:
 def test_the_l0_example_is_the_builtin_default() -> None:
     example = dataclasses.replace(load_config(EXAMPLES / "statistics_L0.json"), source=None)
     assert example == dataclasses.replace(load_config(None), source=None)
+
+
+# -- the runnable examples (issue 31 item 4): each runs as a user runs it, in an empty folder ---------------------
+
+import os  # noqa: E402
+import re  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+SCRIPTS = ("eager_vs_compile.py", "training_loop.py", "torchrun_two_ranks.py", "cuda_graph.py")
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLES.parent / "src"), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_every_script_is_listed() -> None:
+    table = (EXAMPLES / "README.md").read_text()
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(SCRIPTS)
+    for name in SCRIPTS:
+        assert f"[{name}]({name})" in table
+
+
+def test_eager_vs_compile_finds_the_injected_fault(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    fault = "model.layers.1.mlp"  # the injected fault: this module's output x1.5 in the compiled run only
+    out = _run([str(EXAMPLES / "eager_vs_compile.py"), "--backend", "aot_eager", "--inject-fault", fault],
+               tmp_path).stdout
+    first = f"Module.{fault}.LlamaMLP.forward.0"
+    assert re.search(rf"^step0/pid\d+ .* {re.escape(first)}$", out, re.M), out
+    assert f"first divergence: {first} -- the first entry" in out
+    report = re.search(r"^plot and sortable table: (.+)$", out, re.M).group(1)
+    assert (tmp_path / report).is_file()
+
+
+def test_eager_vs_compile_clean_has_no_divergence(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    out = _run([str(EXAMPLES / "eager_vs_compile.py"), "--backend", "aot_eager"], tmp_path).stdout
+    assert "first divergence: none -- the compiled run agrees with eager" in out
+    assert re.search(r"^step0/pid\d+ +\d+ +\d+ +0 +0 +-$", out, re.M), out  # no error, nothing unmatched
+
+
+def test_training_loop_names_the_step_whose_weight_was_nudged(tmp_path: Path) -> None:
+    # The fault: model[2].weight x1.01 in the compiled run before iteration 2.
+    out = _run([str(EXAMPLES / "training_loop.py"), "--steps", "4", "--fault-step", "2"], tmp_path).stdout
+    assert "4 steps compared; first step that diverges: step2 at Module.2.Linear.forward.0" in out
+    assert "parameter `weight` differs" in out
+    for step in (0, 1):
+        assert re.search(rf"^step{step}/pid\d+ .* -$", out, re.M), out
+    assert (tmp_path / "graphprobe_training" / "compare" / "index.html").is_file()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_two_ranks_names_the_faulty_rank(tmp_path: Path) -> None:
+    out = _run(["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_free_port()),
+                str(EXAMPLES / "torchrun_two_ranks.py"), "--fault-rank", "1"], tmp_path).stdout
+    assert re.search(r"^step0/rank0 +8 +0 +0 +0 +-$", out, re.M), out
+    assert "step0: 1 of 2 ranks diverge; first: rank1 at Module.down.Linear.forward.0" in out
+    for rank in (0, 1):
+        assert (tmp_path / "graphprobe_ranks" / "compiled" / "step0" / f"rank{rank}" / "dump.json").is_file()
+
+
+def test_cuda_graph_example_says_it_needs_a_gpu(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("runs in tests/gpu/test_examples_gpu.py")
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent / "src")}
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "cuda_graph.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr

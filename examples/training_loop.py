@@ -1,0 +1,91 @@
+"""A training loop recorded step by step: eager against torch.compile.
+
+Each iteration (forward, backward, optimizer step) ends with
+``dumper.step()``, so the dump holds one ``step{N}`` folder per iteration:
+the forward records of every submodule -- inputs, outputs and the parameters
+the iteration used. Two dump roots compare step by step, so a run that
+drifts shows the step where its parameters first differ.
+
+    python examples/training_loop.py                    # clean: no divergence in any step
+    python examples/training_loop.py --fault-step 2     # the compiled run's weight nudged before step 2
+
+``--fault-step K`` multiplies one weight of the compiled run by 1.01 before
+iteration K (what a wrong update or a bad checkpoint load does); the compare
+names step K's parameter as the first divergence and says that the
+parameters differ from step K on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shutil
+
+import torch
+from torch import nn
+
+import graphprobe
+from graphprobe.compare import compare
+from graphprobe.compare.summary import format_summary
+
+
+def build_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16), nn.LayerNorm(16), nn.Linear(16, 4))
+
+
+def batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)) for _ in range(steps)]
+
+
+def train(model: nn.Module, data: list, dump_path: str, backend: str | None, fault_step: int | None) -> None:
+    """Trains ``model`` on ``data`` with SGD, one ``dumper.step()`` per iteration."""
+    config = dump_path + ".json"
+    with open(config, "w") as f:
+        json.dump({"task": "statistics", "level": "L0", "dump_path": dump_path}, f)
+    dumper = graphprobe.AclGraphDumper(config)
+    dumper.start(model)  # before torch.compile
+    run = model if backend is None else torch.compile(model, backend=backend)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(data):
+        if i == fault_step:
+            with torch.no_grad():
+                model[2].weight.mul_(1.01)
+        loss = nn.functional.cross_entropy(run(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        dumper.step()  # this iteration's records -> dump_path/step{i}/pid{P}/dump.json
+    dumper.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="graphprobe_training", help="output folder (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=3, help="iterations (default: %(default)s)")
+    parser.add_argument("--backend", default="aot_eager", help="torch.compile backend (default: %(default)s)")
+    parser.add_argument("--fault-step", type=int, help="nudge a weight of the compiled run before this iteration")
+    args = parser.parse_args(argv)
+
+    for sub in ("eager", "compiled", "compare"):  # each run its own dump_path
+        shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
+    os.makedirs(args.out, exist_ok=True)
+    bench_dir, target_dir = os.path.join(args.out, "eager"), os.path.join(args.out, "compiled")
+    base, data = build_model(), batches(args.steps)
+    train(copy.deepcopy(base), data, bench_dir, None, None)
+    train(copy.deepcopy(base), data, target_dir, args.backend, args.fault_step)
+
+    run = compare(target_dir, bench_dir, os.path.join(args.out, "compare"), progress=False)
+    print(format_summary(run, top=3))
+    first = next((o for o in run.outcomes if o.first_divergence), None)
+    print()
+    print(f"{len(run.outcomes)} steps compared; first step that diverges: "
+          + (f"step{first.pair.step} at {first.first_divergence}" if first else "none"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
