@@ -381,3 +381,48 @@ def test_transformers_llama_graph_only_fault(write_config, tmp_path) -> None:
                  "layers.1.self_attn", "layers.1.mlp", "layers.1.mlp.down_proj", "norm"):
         assert mods[path]["verdict"] == "inherits", (path, mods[path])
     assert graphprobe.AclGraphDumper._started is not None
+
+
+class Shared(nn.Module):
+    """One Linear called three times per forward, the second call faulty in graph mode only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.lin(x)
+        b = self.lin(a)
+        if torch.compiler.is_compiling():
+            b = b * FAULT  # in the parent's forward: the Linear's second call is unaffected
+        return self.lin(b)
+
+
+def test_repeated_calls_are_numbered_and_paired(write_config, tmp_path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(Shared())
+    _run(model, (torch.randn(2, 8),), write_config(replay=True), backend="aot_eager")
+    doc = _replay_file(str(tmp_path / "dump"), 0)
+    assert [m["entry"] for m in doc["modules"]] == [
+        "Module.0.Shared.forward.0", "Module.0.lin.Linear.forward.0", "Module.0.lin.Linear.forward.1",
+        "Module.0.lin.Linear.forward.2"]
+    verdicts = [m["verdict"] for m in doc["modules"]]
+    # The fault sits between the Linear's calls, in the parent's own code: the parent creates, every call of
+    # the Linear inherits (each is replayed on its own graph-mode inputs).
+    assert verdicts == ["creates", "inherits", "inherits", "inherits"]
+
+
+def test_live_switch_off_keeps_nothing(write_config, tmp_path) -> None:
+    model = ThreeBlocks()
+    dumper = AclGraphDumper(write_config(replay=True))
+    dumper.start(model)
+    with torch.no_grad():
+        dumper.enable(False)
+        model(torch.randn(2, 16))
+        dumper.step()
+        dumper.enable(True)
+        model(torch.randn(2, 16))
+        dumper.step()
+    dumper.stop()
+    assert not glob.glob(os.path.join(str(tmp_path / "dump"), "step0", "*", "replay.json"))
+    assert len(_replay_file(str(tmp_path / "dump"), 1)["modules"]) == 12

@@ -47,6 +47,7 @@ from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 from graphprobe.wiring.probe import new_session
 from graphprobe.replay.capture import ReplayWiring
+from graphprobe.replay.capture import set_recording as set_replay_recording
 from graphprobe.replay.judge import replay_at_step
 
 __all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "DumpWriteError", "current_rank"]
@@ -224,6 +225,7 @@ class AclGraphDumper:
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
         self._failed_records_base = _C.writer_stats()["failed_records"]
         _C.set_enabled(self._enabled)
+        set_replay_recording(self._enabled)
         _C.set_active(True)
         self._active = True
         self._wired = wired
@@ -309,6 +311,7 @@ class AclGraphDumper:
             self._switched_off = True
         if self._active:
             _C.set_enabled(on)
+            set_replay_recording(on)
 
     @property
     def enabled(self) -> bool:

@@ -27,6 +27,7 @@ The op never raises: a failure is kept as the call's reason.
 
 from __future__ import annotations
 
+import collections
 import threading
 import warnings
 import weakref
@@ -41,7 +42,7 @@ from graphprobe.replay.config import ReplayConfig
 from graphprobe.wiring.probe import MAX_DEPTH, safe_text
 from graphprobe.wiring.symbolic import concrete_numbers
 
-__all__ = ["Call", "ReplayWiring", "Site", "STORE", "keep_op"]
+__all__ = ["Call", "ReplayWiring", "Site", "STORE", "keep_op", "set_recording"]
 
 _LIB = torch.library.Library("graphprobe_replay", "DEF")
 _LIB.define("keep(Tensor[] tensors, int site, int part) -> ()", tags=(torch.Tag.nondeterministic_seeded,))
@@ -91,10 +92,13 @@ class _Store:
     sites: list[Site] = field(default_factory=list)
     keys: dict[tuple[Any, ...], int] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
-    captured: dict[int, Call] = field(default_factory=dict)
+    captured: dict[int, list[Call]] = field(default_factory=dict)
     budget: int = 0
     used: int = 0  # bytes kept this step (captured copies count every step)
-    active: bool = False
+    active: bool = False  # a ReplayWiring is in place
+    recording: bool = True  # the dumper's live switch (enable(), dump_enable)
+    # Per (site, part): the calls of this step still missing that part, oldest first.
+    missing: dict[tuple[int, int], collections.deque[Call]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def site(self, key: tuple[Any, ...], make: Any) -> int:
@@ -107,7 +111,7 @@ class _Store:
             return found
 
     def keep(self, tensors: list[torch.Tensor], site: int, part: int) -> None:
-        if not self.active or not 0 <= site < len(self.sites):
+        if not (self.active and self.recording) or not 0 <= site < len(self.sites):
             return
         info = self.sites[site]
         capturing = _capturing()
@@ -144,17 +148,19 @@ class _Store:
         """The call this part belongs to: the first of the site still
         missing it (a backend may run a close before the next open), else a
         new one."""
-        if capturing:
-            call = self.captured.get(site)
-            if call is None or (call.opened if part == PART_OPEN else call.closed):
-                call = Call(site, captured=True)
-                self.captured[site] = call
-            return call
-        for call in self.calls:
-            if call.site == site and not (call.opened if part == PART_OPEN else call.closed):
-                return call
+        if capturing:  # a module called twice in a capture, or captured in two graphs: one call each
+            calls = self.captured.setdefault(site, [])
+            for call in calls:
+                if not (call.opened if part == PART_OPEN else call.closed):
+                    return call
+            calls.append(Call(site, captured=True))
+            return calls[-1]
+        waiting = self.missing.get((site, part))
+        if waiting:
+            return waiting.popleft()
         call = Call(site)
         self.calls.append(call)
+        self.missing.setdefault((site, PART_CLOSE if part == PART_OPEN else PART_OPEN), collections.deque()).append(call)
         return call
 
     def take(self) -> list[Call]:
@@ -162,18 +168,26 @@ class _Store:
         starts again."""
         with self.lock:
             calls, self.calls = self.calls, []
-            calls.extend(self.captured.values())
-            self.used = sum(c.nbytes for c in self.captured.values())
+            self.missing = {}
+            kept = [c for site_calls in self.captured.values() for c in site_calls]
+            calls.extend(kept)
+            self.used = sum(c.nbytes for c in kept)
             return calls
 
     def reset(self) -> None:
         with self.lock:
             self.calls = []
+            self.missing = {}
             self.captured = {}
             self.used = 0
 
 
 STORE = _Store()
+
+
+def set_recording(on: bool) -> None:
+    """Follows the dumper's live switch: while it is off, no call is kept."""
+    STORE.recording = bool(on)
 
 
 def _capturing() -> bool:
@@ -293,6 +307,7 @@ class ReplayWiring:
             handle.remove()
         self._handles.clear()
         STORE.active = False
+        STORE.recording = True
         STORE.reset()
 
 

@@ -24,10 +24,10 @@ _MAX_MEMORY_MB = 1 << 30
 class ReplayConfig:
     """A validated ``replay`` section.
 
-    ``modules``: name filters (a full dotted name such as ``layers.0.mlp``
-    selects that module; any other text selects the modules whose
-    ``{path}.{Class}`` contains it, case-insensitive); empty: every module
-    the level wires. ``memory_mb``: the budget. ``save_inputs``: save the
+    ``modules``: name filters, each selecting the modules whose
+    ``{path}.{Class}`` contains it (case-insensitive), so a dotted path such
+    as ``layers.0.mlp`` selects that module and its submodules; empty: every
+    submodule. ``memory_mb``: the budget. ``save_inputs``: save the
     inputs of every judged call, not only of those judged "creates".
     """
 
@@ -40,7 +40,7 @@ class ReplayConfig:
         if not self.modules:
             return True
         named = f"{path}.{cls}".lower()
-        return any(k == path or k.lower() in named for k in self.modules)
+        return any(k.lower() in named for k in self.modules)
 
 
 def _error(kind: type[Exception], where: str, value: Any, allowed: str) -> Exception:

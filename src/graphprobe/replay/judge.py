@@ -343,8 +343,13 @@ def _cpu_tree(value: Any) -> Any:
 
 
 def _file_name(entry: str) -> str:
-    name = "".join(c if (c.isalnum() or c in "._-") else "_" for c in entry)
-    return name[:200] + ".pt"
+    """``{entry}.pt``; path separators and control characters (a module
+    path from a ModuleDict key may hold them) become ``_``, and a name over
+    200 bytes is cut."""
+    name = "".join("_" if (c in "/\\" or not c.isprintable()) else c for c in entry)
+    if name.startswith("."):
+        name = "_" + name[1:]
+    return name.encode()[:200].decode(errors="ignore") + ".pt"
 
 
 class _Judge:
