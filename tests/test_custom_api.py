@@ -229,3 +229,37 @@ def test_msprobe_tensor_section_config_form():
         parse_config({"dump_path": "d", "task": "tensor", "statistics": {"list": ["a"]}, "tensor": {"list": ["b"]}})
     with pytest.warns(UserWarning, match="ignored by the statistics task"):
         assert parse_config({"dump_path": "d", "tensor": {"custom_api": APIS}}).custom_api == ()
+
+
+def test_the_aclgraph_example_config(tmp_path):
+    """examples/tensor_aclgraph.json: F.scaled_dot_product_attention as a custom API."""
+    from pathlib import Path
+
+    example = json.loads((Path(__file__).resolve().parent.parent / "examples" / "tensor_aclgraph.json").read_text())
+    example["dump_path"] = str(tmp_path / "dump")
+    (tmp_path / "c.json").write_text(json.dumps(example))
+
+    class Attn(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    model = torch.nn.Sequential()
+    model.add_module("attn", Attn())
+    q, k, v = (torch.randn(1, 2, 4, 8, generator=torch.Generator().manual_seed(s)) for s in range(3))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    with torch.no_grad():
+        want = sdpa(q, k, v, is_causal=True)
+    dumper = graphprobe.AclGraphDumper(str(tmp_path / "c.json"))
+    dumper.start(model)
+    with torch.no_grad():
+        torch.compile(model[0], backend="aot_eager", fullgraph=True)(q, k, v)
+    dumper.step()
+    dumper.stop()
+    assert torch.nn.functional.scaled_dot_product_attention is sdpa
+    (proc,) = os.listdir(tmp_path / "dump" / "step0")
+    got = _files(tmp_path / "dump" / "step0" / proc / "dump_tensor_data")
+    api = "scaled_dot_product_attention.0"
+    _assert_bit_equal(got, {f"{api}.input.0.pt": q, f"{api}.input.1.pt": k, f"{api}.input.2.pt": v,
+                            f"{api}.output.pt": want, "Module.attn.Attn.0.input.0.pt": q,
+                            "Module.attn.Attn.0.input.1.pt": k, "Module.attn.Attn.0.input.2.pt": v,
+                            "Module.attn.Attn.0.output.pt": want})

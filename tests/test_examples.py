@@ -21,6 +21,8 @@ EXPECTED = {
     "tensor_L0.json": ("tensor", "L0", (), ("mlp",)),
     "statistics_slice.json": ("statistics", "L0", (), ()),
     "tensor_aclgraph.json": ("tensor", "L0", (), ("attn",)),
+    "statistics_slice.json": ("statistics", "L0", (), ()),
+    "tensor_aclgraph.json": ("tensor", "L0", (), ("attn",)),
 }
 
 
