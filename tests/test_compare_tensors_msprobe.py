@@ -312,7 +312,7 @@ def test_live_msprobe_agrees_on_graphprobes_own_tensor_dumps(tmp_path: Path) -> 
     for name, scale in (("target", 1.02), ("bench", 1.0)):
         model = make_transformer()
         with torch.no_grad():
-            model.layers[1].mlp.fc1.weight.mul_(scale)
+            model.layers[1].mlp.up.weight.mul_(scale)
         config = tmp_path / f"{name}.json"
         config.write_text(json.dumps({"task": "tensor", "level": "L0", "dump_path": str(tmp_path / name)}))
         dumper = graphprobe.AclGraphDumper(str(config))

@@ -76,8 +76,8 @@ def test_eager_and_compiled_match_float64_reference(write_config, read_step, tmp
     # One module is called twice per forward: two records in call order.
     assert "Module.norm.LayerNorm.forward.0" in eager_names
     assert "Module.norm.LayerNorm.forward.1" in eager_names
-    assert "Module.layers.0.attn.Attention.forward.0" in eager_names
-    assert not any(n.startswith("Module.TinyTransformer") for n in eager_names), "the root is not listed"
+    assert "Module.layers.0.attn.SelfAttention.forward.0" in eager_names
+    assert not any(n.startswith("Module.DemoTransformer") for n in eager_names), "the root is not listed"
 
 
 def test_probe_survives_dead_code_elimination(write_config, read_step, tmp_path):
@@ -198,7 +198,7 @@ def test_step_protocol_stale_records_and_discard(write_config, read_step, tmp_pa
 
 def test_list_filter_and_stop_removes_wiring(write_config, read_step, tmp_path):
     model = make_transformer()
-    # Substrings of "{path}.{Class}", case-insensitive: "mlp" also selects mlp.fc1.
+    # Substrings of "{path}.{Class}", case-insensitive: "mlp" also selects mlp.up.
     dumper = graphprobe.AclGraphDumper(write_config(statistics={"list": ["MLP", "attn.QKV"]}))
     dumper.start(model)
     with torch.no_grad():
@@ -209,10 +209,10 @@ def test_list_filter_and_stop_removes_wiring(write_config, read_step, tmp_path):
     for i in range(2):
         expected += [
             f"Module.layers.{i}.attn.qkv.Linear.forward.0",
-            f"Module.layers.{i}.mlp.fc1.Linear.forward.0",
+            f"Module.layers.{i}.mlp.up.Linear.forward.0",
             f"Module.layers.{i}.mlp.act.GELU.forward.0",
-            f"Module.layers.{i}.mlp.fc2.Linear.forward.0",
-            f"Module.layers.{i}.mlp.MLP.forward.0",  # listed when it completes, after its children
+            f"Module.layers.{i}.mlp.down.Linear.forward.0",
+            f"Module.layers.{i}.mlp.FeedForward.forward.0",  # listed when it completes, after its children
         ]
     assert names == expected
     dumper.stop()

@@ -182,7 +182,7 @@ def test_list_filters_apis_and_modules(write_config, read_step, tmp_path):
     l1 = _dump(model, "L1", [x], write_config, read_step, str(tmp_path / "l1"), False, ["LINEAR", "__Add__"])
     # Case-insensitive substrings of "{Prefix}.{api}": "__add__" does not select __iadd__ or Torch.add.
     expected = []
-    for i in range(2):  # per block: qkv, proj, residual add, fc1, fc2, residual add
+    for i in range(2):  # per block: qkv, proj, residual add, up, down, residual add
         linears = [f"Functional.linear.{4 * i + k}.forward" for k in range(4)]
         expected += linears[:2] + [f"Tensor.__add__.{2 * i}.forward"]
         expected += linears[2:] + [f"Tensor.__add__.{2 * i + 1}.forward"]
@@ -192,7 +192,7 @@ def test_list_filters_apis_and_modules(write_config, read_step, tmp_path):
     mix = _dump(model, "mix", [x], write_config, read_step, str(tmp_path / "mix"), False, ["norm"])
     expected = []
     for i in range(2):
-        for j, ln in enumerate(("ln1", "ln2")):
+        for j, ln in enumerate(("norm1", "norm2")):
             expected += [f"Functional.layer_norm.{2 * i + j}.forward", f"Module.layers.{i}.{ln}.LayerNorm.forward.0"]
     for k in range(2):
         expected += [f"Functional.layer_norm.{4 + k}.forward", f"Module.norm.LayerNorm.forward.{k}"]

@@ -343,7 +343,7 @@ def test_real_model_graph_only_fault_and_weight_and_clean(tmp_path: Path) -> Non
     faulty = copy.deepcopy(base)
     _graph_fault(faulty.layers[1].mlp, 1.001)
     out = _compare_dumps(tmp_path / "fault", faulty, base, x, "aot_eager")
-    assert out.first_divergence == "Module.layers.1.mlp.MLP.forward.0", out.divergence
+    assert out.first_divergence == "Module.layers.1.mlp.FeedForward.forward.0", out.divergence
     assert out.divergence.kinds == ("output",)
     # The float64 reference of the error: the output's Norm moves by exactly 1e-3.
     assert out.divergence.errors[3] == pytest.approx(1e-3, rel=1e-3)
@@ -375,8 +375,8 @@ def test_real_model_fault_in_unrecorded_code(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype, scale, where, entry", [
-    ("float32", 1.001, "layers.0.attn", "Module.layers.0.attn.Attention.forward.0"),
-    ("bfloat16", 1.01, "layers.1.mlp", "Module.layers.1.mlp.MLP.forward.0"),
+    ("float32", 1.001, "layers.0.attn", "Module.layers.0.attn.SelfAttention.forward.0"),
+    ("bfloat16", 1.01, "layers.1.mlp", "Module.layers.1.mlp.FeedForward.forward.0"),
 ])
 def test_real_model_inductor_fault_named_and_clean_upstream(tmp_path: Path, dtype: str, scale: float, where: str,
                                                             entry: str) -> None:

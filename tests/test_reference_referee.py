@@ -25,7 +25,7 @@ from graphprobe.cli import main
 from graphprobe.compare import compare
 from graphprobe.compare.referee import multiplier
 
-FAULTY = "Module.layers.1.mlp.MLP.forward.0"  # the entry of the module the fault is injected into
+FAULTY = "Module.layers.1.mlp.FeedForward.forward.0"  # the entry of the module the fault is injected into
 TOKENS = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(1))
 
 

@@ -19,7 +19,7 @@ def test_replays_save_mlp_tensors_and_honour_the_switch(write_config, tmp_path):
     base = make_transformer().cuda()
     ref = copy.deepcopy(base)
     model = copy.deepcopy(base)
-    dumper = graphprobe.AclGraphDumper(write_config(task="tensor", statistics={"list": ["mlp.fc2"]}))
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor", statistics={"list": ["mlp.down"]}))
     dumper.start(model)
     static = torch.zeros(2, 5, dtype=torch.long, device="cuda")
     graph, _ = capture(model, static)
@@ -36,13 +36,13 @@ def test_replays_save_mlp_tensors_and_honour_the_switch(write_config, tmp_path):
         (proc,) = os.listdir(tmp_path / "dump" / f"step{step}")
         folder = tmp_path / "dump" / f"step{step}" / proc
         outs = {}
-        hooks = [ref.layers[i].mlp.fc2.register_forward_hook(lambda m, a, o, i=i: outs.__setitem__(i, o.clone()))
+        hooks = [ref.layers[i].mlp.down.register_forward_hook(lambda m, a, o, i=i: outs.__setitem__(i, o.clone()))
                  for i in range(2)]
         ref(tokens)
         for h in hooks:
             h.remove()
         for i in range(2):
-            got = torch.load(folder / "dump_tensor_data" / f"Module.layers.{i}.mlp.fc2.Linear.forward.0.output.0.pt")
+            got = torch.load(folder / "dump_tensor_data" / f"Module.layers.{i}.mlp.down.Linear.forward.0.output.0.pt")
             assert torch.equal(got, outs[i].cpu()), (step, i)
         doc = json.loads((folder / "dump.json").read_text())
         assert len(doc["data"]) == 2

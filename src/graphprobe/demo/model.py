@@ -1,17 +1,32 @@
-"""The demo's model: a small transformer with fixed random weights (no download)."""
+"""The demo's model: a small transformer with fixed random weights (no download).
+
+The one transformer definition of the project: the demo, the benchmarks
+(``benchmarks/models.py``) and the tests (``tests/models.py``) build it.
+"""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import nn
+
+#: How attention is computed: ``"sdpa"``, one causal
+#: ``scaled_dot_product_attention`` call (the demo); ``"explicit"``,
+#: ``q @ k^T``, scale, softmax and ``@ v`` written out, without a mask (each
+#: operator its own L1 record: the tests count them).
+AttentionForm = Literal["sdpa", "explicit"]
 
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention with a fused QKV projection."""
 
-    def __init__(self, dim: int, heads: int) -> None:
+    def __init__(self, dim: int, heads: int, attention: AttentionForm = "sdpa") -> None:
         super().__init__()
+        if attention not in ("sdpa", "explicit"):
+            raise ValueError(f"SelfAttention: attention={attention!r}; allowed are 'sdpa' and 'explicit'")
         self.heads = heads
+        self.attention = attention
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
 
@@ -19,7 +34,11 @@ class SelfAttention(nn.Module):
         b, s, d = x.shape
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         q, k, v = (t.reshape(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self.attention == "sdpa":
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-1, -2)) / (d // self.heads) ** 0.5
+            y = scores.softmax(dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(b, s, d))
 
 
@@ -39,10 +58,10 @@ class FeedForward(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block."""
 
-    def __init__(self, dim: int, heads: int) -> None:
+    def __init__(self, dim: int, heads: int, attention: AttentionForm = "sdpa") -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = SelfAttention(dim, heads)
+        self.attn = SelfAttention(dim, heads, attention)
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = FeedForward(dim)
 
@@ -52,13 +71,20 @@ class Block(nn.Module):
 
 
 class DemoTransformer(nn.Module):
-    """Token embedding, a few blocks, final norm and LM head."""
+    """Token embedding, a few blocks, final norm and LM head.
 
-    def __init__(self, vocab: int = 256, dim: int = 64, heads: int = 4, layers: int = 3) -> None:
+    ``attention`` as :data:`AttentionForm`; ``norm_twice`` applies the final
+    norm a second time (one module called twice per forward, as the tests
+    need). The defaults are the demo's model.
+    """
+
+    def __init__(self, vocab: int = 256, dim: int = 64, heads: int = 4, layers: int = 3,
+                 attention: AttentionForm = "sdpa", norm_twice: bool = False) -> None:
         super().__init__()
         self.vocab = vocab
+        self.norm_twice = norm_twice
         self.embed = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.layers = nn.ModuleList(Block(dim, heads, attention) for _ in range(layers))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab)
 
@@ -66,7 +92,8 @@ class DemoTransformer(nn.Module):
         x = self.embed(tokens)
         for layer in self.layers:
             x = layer(x)
-        return self.head(self.norm(x))
+        x = self.norm(x)
+        return self.head(self.norm(x) if self.norm_twice else x)
 
 
 def build_demo_model(seed: int = 0) -> DemoTransformer:
