@@ -1,4 +1,5 @@
-"""Every ```python block of README.md and docs/*.md runs as written.
+"""Every ```python block of README.md, CHANGELOG.md, examples/README.md and
+docs/*.md runs as written.
 
 Each block runs in its own interpreter, in an empty folder: nothing is
 created there first (no ``config.json``, no ``./dump``), so a block that reads
@@ -41,9 +42,13 @@ del _torch
 """
 
 
+DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "examples" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def _blocks() -> list[tuple[str, str]]:
     out = []
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
         for m in _BLOCK.finditer(text):
             before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
@@ -59,6 +64,9 @@ BLOCKS = _blocks()
 
 def test_the_docs_have_python_blocks() -> None:
     assert len(BLOCKS) >= 3, BLOCKS  # the extraction itself works
+    # the new user's pages are read too (issue 31 item 9)
+    assert any(w.startswith("docs/troubleshooting.md:") for w, _ in BLOCKS)
+    assert all(doc.is_file() for doc in DOCS)
 
 
 @pytest.mark.parametrize("where,code", BLOCKS, ids=[w for w, _ in BLOCKS])

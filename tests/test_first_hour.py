@@ -5,6 +5,7 @@ real cause, never in a silent empty dump."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -263,3 +264,39 @@ def test_numpy_is_a_dependency_so_torch_does_not_warn_at_import() -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert proc.returncode == 0, proc.stderr
     assert "Failed to initialize NumPy" not in proc.stderr
+
+
+# -- item 9: every CSV column defined; the troubleshooting page; a changelog with a version policy ---------------
+
+def test_formats_md_defines_every_statistics_csv_column(tmp_path) -> None:
+    from graphprobe.compare import compare
+
+    t = write_dump(tmp_path / "t.json", simple_model_dump())
+    b = write_dump(tmp_path / "b.json", simple_model_dump())
+    (outcome,) = compare(t, b, tmp_path / "o", html=False, progress=False).outcomes
+    header = outcome.csv_path.read_text().splitlines()[0].split(",")
+    text = (ROOT / "docs" / "formats.md").read_text()
+    table = text[text.index("### Columns (statistics layout)"):]
+    table = table[: table.index("\n### ", 1)]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    defined = {name for line in rows for name in re.findall(r"`([^`]+)`", line.split(" | ")[0])}
+    assert set(header) <= defined, set(header) - defined
+    assert "…" not in table  # nothing elided
+    consistent = next(line for line in rows if line.startswith("| `Requires_grad Consistent`"))
+    assert "`True`" in consistent and "`False`" in consistent and "`N/A`" in consistent
+
+
+def test_troubleshooting_covers_the_first_hour_symptoms() -> None:
+    text = (ROOT / "docs" / "troubleshooting.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("### ")]
+    for symptom in ("recorded nothing", "unmatched", 'First divergence "-"', "the target is short",
+                    "cannot pair single-process (pid) folders", "--xlsx needs openpyxl", "Failed to initialize NumPy"):
+        assert any(symptom in h for h in headings), symptom
+    assert "docs/troubleshooting.md" in (ROOT / "README.md").read_text()
+
+
+def test_changelog_states_a_version_policy_and_the_current_version() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert "## Version policy" in text and "## Unreleased" in text
+    assert f"## {graphprobe.__version__}" in text
+    assert "CHANGELOG.md" in (ROOT / "README.md").read_text()
