@@ -21,8 +21,6 @@ EXPECTED = {
     "tensor_L0.json": ("tensor", "L0", (), ("mlp",)),
     "statistics_slice.json": ("statistics", "L0", (), ()),
     "tensor_aclgraph.json": ("tensor", "L0", (), ("attn",)),
-    "statistics_slice.json": ("statistics", "L0", (), ()),
-    "tensor_aclgraph.json": ("tensor", "L0", (), ("attn",)),
 }
 
 
