@@ -263,3 +263,27 @@ def test_the_aclgraph_example_config(tmp_path):
                             f"{api}.output.pt": want, "Module.attn.Attn.0.input.0.pt": q,
                             "Module.attn.Attn.0.input.1.pt": k, "Module.attn.Attn.0.input.2.pt": v,
                             "Module.attn.Attn.0.output.pt": want})
+
+
+def test_an_inherited_method_is_wrapped_and_removed_again(write_config, tmp_path):
+    """torch.Tensor.matmul lives on torch._C.TensorBase: the wrapper is set on
+    torch.Tensor and deleted at stop(), so the base's method is found again."""
+    assert "matmul" not in vars(torch.Tensor)
+
+    class MatMul(torch.nn.Module):
+        def forward(self, x, w):
+            return x.matmul(w)
+
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor", tensor={"custom_api": ["torch.Tensor.matmul"],
+                                                                            "layout": "aclgraph"}))
+    model = MatMul()
+    dumper.start(model)
+    x, w = torch.randn(2, 3), torch.randn(3, 4)
+    with torch.no_grad():
+        out = model(x, w)
+    dumper.step()
+    dumper.stop()
+    assert "matmul" not in vars(torch.Tensor)
+    (proc,) = os.listdir(tmp_path / "dump" / "step0")
+    _assert_bit_equal(_files(tmp_path / "dump" / "step0" / proc / "dump_tensor_data"),
+                      {"matmul.0.input.0.pt": x, "matmul.0.input.1.pt": w, "matmul.0.output.pt": out})

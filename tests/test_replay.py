@@ -426,3 +426,58 @@ def test_live_switch_off_keeps_nothing(write_config, tmp_path) -> None:
     dumper.stop()
     assert not glob.glob(os.path.join(str(tmp_path / "dump"), "step0", "*", "replay.json"))
     assert len(_replay_file(str(tmp_path / "dump"), 1)["modules"]) == 12
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_dump_json_is_the_same_with_replay(tmp_path, level, read_step) -> None:
+    """Replay re-runs modules at step(): nothing of it may reach dump.json
+    (the records of both steps equal those of a run without replay)."""
+    dumps = {}
+    for replay in (False, True):
+        torch.manual_seed(0)
+        model = ThreeBlocks()
+        folder = tmp_path / f"replay{int(replay)}"
+        folder.mkdir()
+        config = folder / "config.json"
+        fields: dict[str, Any] = {"dump_path": str(folder / "dump"), "level": level}
+        if replay:
+            fields["replay"] = True
+        config.write_text(json.dumps(fields))
+        dumper = AclGraphDumper(str(config))
+        dumper.start(model)
+        with torch.no_grad():
+            for step in range(2):
+                model(torch.randn(2, 16, generator=torch.Generator().manual_seed(step)))
+                dumper.step()
+        dumper.stop()
+        dumps[replay] = [read_step(str(folder / "dump"), step)["data"] for step in range(2)]
+    assert dumps[True] == dumps[False]
+    assert len(dumps[True][1]) == len(dumps[True][0]) > 0
+
+
+def test_error_measure_and_floors() -> None:
+    from graphprobe.replay.judge import _judge_outputs, floor_of, relative_error
+
+    t = torch.tensor([1.0, 2.0, 2.0])
+    b = torch.tensor([1.0, 2.0, 3.0])
+    assert relative_error(t, b) == pytest.approx(1.0 / 14 ** 0.5)  # ||(0,0,1)|| / ||(1,2,3)||
+    assert relative_error(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert relative_error(torch.ones(3), torch.zeros(3)) is None
+    nan = float("nan")
+    assert relative_error(torch.tensor([nan, 1.0]), torch.tensor([nan, 1.0])) == 0.0
+    assert relative_error(torch.tensor([nan, 1.0]), torch.tensor([1.0, 1.0])) is None
+    assert relative_error(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 5])) == 0.25
+    # The aggregate floors of docs/formats.md ("Noise floor").
+    assert (floor_of(torch.float32), floor_of(torch.float16), floor_of(torch.bfloat16), floor_of(torch.float64),
+            floor_of(torch.int64)) == (1e-4, 1e-3, 2e-3, 1e-10, 0.0)
+    f64 = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    # Graph and eager non-finite in different places: no verdict can be given.
+    _, verdict, reason = _judge_outputs([torch.tensor([1.0, float("inf")])], [torch.tensor([float("inf"), 1.0])],
+                                        [f64], 0.0)
+    assert verdict == "not judged" and "non-finite" in reason
+    # Graph overflows where eager and float64 do not: graph mode creates it.
+    _, verdict, _ = _judge_outputs([torch.tensor([1.0, float("inf")])], [torch.ones(2)], [f64], 0.0)
+    assert verdict == "creates"
+    # Graph differs from eager but is closer to float64 (another rounding): inherits, with a note.
+    rows, verdict, _ = _judge_outputs([torch.tensor([1.0, 1.0])], [torch.tensor([1.0, 1.001])], [f64], 0.0)
+    assert verdict == "inherits" and "no further from float64" in rows[0]["note"]

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from graphprobe._ops import _C
 from graphprobe.output_files import make_dirs, write_text_atomic
 from graphprobe.replay.capture import STORE, Call, ReplayWiring, Site, Spec
 from graphprobe.replay.config import ReplayConfig
@@ -304,7 +305,9 @@ def _judge_outputs(graph: list[torch.Tensor], eager: list[torch.Tensor], f64: li
             notes.append(f"output {i}: graph vs eager on the same inputs {_fmt(local)} > floor {floor:.3g}, and the "
                          "float64 replay did not run")
             continue
-        if graph_err is None or (eager_err is not None and graph_err > eager_err + floor):
+        if graph_err is None and eager_err is None:
+            notes.append(f"output {i}: graph-mode and eager outputs both hold non-finite values where float64 does not")
+        elif graph_err is None or (eager_err is not None and graph_err > eager_err + floor):
             creates.append(f"output {i}: graph vs eager on the same inputs {_fmt(local)} > floor {floor:.3g}; graph "
                            f"vs float64 {_fmt(graph_err)} > eager vs float64 {_fmt(eager_err)} + floor")
         elif eager_err is None:
@@ -529,6 +532,10 @@ def replay_at_step(wiring: list[Any], config: ReplayConfig | None, step_dir: str
     found = next((w for w in wiring if isinstance(w, ReplayWiring)), None)
     if found is None:
         return
+    # The copies carry none of graphprobe's hooks; wrappers that graphprobe put
+    # around functions for the whole process (tensor.custom_api) would still
+    # probe: recording is off while the step's calls are re-run.
+    _C.set_active(False)
     try:
         judge_step(found, config, step_dir)
     except Exception as exc:  # pragma: no cover - defensive
@@ -536,3 +543,5 @@ def replay_at_step(wiring: list[Any], config: ReplayConfig | None, step_dir: str
 
         warnings.warn(f"graphprobe: replay failed at step(), no replay.json for {step_dir}: "
                       f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
+    finally:
+        _C.set_active(True)

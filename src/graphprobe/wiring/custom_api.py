@@ -131,13 +131,14 @@ class CustomApiWiring:
     """The wrapped APIs of one dumper; :meth:`remove` restores the originals."""
 
     def __init__(self, targets: list[CustomApiTarget]) -> None:
-        self._restore: list[tuple[Any, str, Any]] = []
+        self._restore: list[tuple[Any, str, Any, bool]] = []
         self.apis: list[str] = []
         done: set[tuple[int, str]] = set()
         for t in targets:
             key = (id(t.owner), t.attr)
             if key in done or getattr(t.function, _ORIGIN, None) is not None:
                 continue  # listed twice, or wrapped by a dumper dropped without stop()
+            own = t.attr in getattr(t.owner, "__dict__", {})  # else inherited: deleted again at remove()
             try:
                 setattr(t.owner, t.attr, _wrapped_attribute(t))
             except (AttributeError, TypeError) as exc:  # a built-in type's attribute is read-only
@@ -146,11 +147,16 @@ class CustomApiWiring:
                                      f"{type(t.owner).__name__} {getattr(t.owner, '__name__', '')!r} ({exc}); "
                                      "allowed: callables reached through a module or a Python class") from None
             done.add(key)
-            self._restore.append((t.owner, t.attr, t.raw))
+            self._restore.append((t.owner, t.attr, t.raw, own))
             self.apis.append(t.path)
 
     def remove(self) -> None:
-        """Puts the original attributes back (last wrapped first)."""
+        """Puts the original attributes back (last wrapped first); an
+        inherited method (``torch.Tensor.matmul``, defined on its base) is
+        deleted from the class again, so that the base's is found."""
         while self._restore:
-            owner, attr, raw = self._restore.pop()
-            setattr(owner, attr, raw)
+            owner, attr, raw, own = self._restore.pop()
+            if own:
+                setattr(owner, attr, raw)
+            else:
+                delattr(owner, attr)
