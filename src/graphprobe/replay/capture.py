@@ -269,7 +269,7 @@ def _site_of(path: str, cls: str, args: Spec, kwargs: Spec, inputs: int, buffers
              params: tuple[str, ...]) -> int:
     """The site of a call of this structure; executed, not traced (its
     result is a constant of the compiled graph)."""
-    key = (path, args, kwargs, inputs, buffers, params)
+    key = (path, cls, args, kwargs, inputs, buffers, params)
     return STORE.site(key, lambda: Site(path, cls, args, kwargs, inputs, buffers, params))
 
 
