@@ -156,7 +156,39 @@ void emit(json::Writer& w, const Node& n) {
   w.end_array();
 }
 
+// The part of a backward record holding the gradients of the call's
+// outputs (msprobe's name; its `output` holds the gradients of the inputs).
+constexpr const char kBackwardInput[] = "input";
+
+// Record kinds by name (the writer's names, wiring/backward.py):
+// "Module.a.Linear.backward.0", "Functional.linear.0.backward" and
+// "Module.a.Linear.parameters_grad.0".
+bool name_part_at(std::string_view name, std::string_view part, bool index_after) {
+  // `part` as the last component, or followed by one all-digit component
+  // (index_after) / preceded by one (otherwise).
+  const std::string dotted = "." + std::string(part);
+  if (name.size() > dotted.size() && name.substr(name.size() - dotted.size()) == dotted) {
+    if (!index_after) {
+      const std::string_view head = name.substr(0, name.size() - dotted.size());
+      const size_t dot = head.rfind('.');
+      return dot != std::string_view::npos && is_index(std::string(head.substr(dot + 1)));
+    }
+    return false;
+  }
+  if (!index_after) return false;
+  const size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || !is_index(std::string(name.substr(dot + 1)))) return false;
+  const std::string_view head = name.substr(0, dot);
+  return head.size() > dotted.size() && head.substr(head.size() - dotted.size()) == dotted;
+}
+
 }  // namespace
+
+bool is_backward(std::string_view name) {
+  return name_part_at(name, "backward", true) || name_part_at(name, "backward", false);
+}
+
+bool is_params_grad(std::string_view name) { return name_part_at(name, "parameters_grad", true); }
 
 std::string build_dump_json(const std::string& task, const std::string& level, const std::vector<CallRecord>& calls,
                             const std::string& dump_data_dir) {
@@ -187,11 +219,26 @@ std::string build_dump_json(const std::string& task, const std::string& level, c
 
     w.key(c.name);
     w.begin_object();
+    // A parameter-gradient record is one dict of parameter names, each a
+    // list of one tensor, as msprobe writes it.
+    if (is_params_grad(c.name)) {
+      for (const auto& kv : root.children) {
+        w.key(kv.first);
+        emit(w, *kv.second);
+      }
+      w.end_object();
+      continue;
+    }
     // Fixed part order, each part present (empty when it holds no tensor);
-    // module records also carry `parameters`, as msprobe's do.
+    // module records also carry `parameters`, as msprobe's do. A backward
+    // record holds `input` (gradients of the call's outputs) and `output`
+    // (gradients of its inputs), as msprobe's eager dumper writes it.
     const bool is_module = c.name.rfind("Module.", 0) == 0;
-    for (const std::string_view part :
-         {dump_keys::kInputArgs, dump_keys::kInputKwargs, dump_keys::kOutput, dump_keys::kParameters}) {
+    const bool backward = is_backward(c.name);
+    const std::initializer_list<std::string_view> forward_parts = {dump_keys::kInputArgs, dump_keys::kInputKwargs,
+                                                                   dump_keys::kOutput, dump_keys::kParameters};
+    const std::initializer_list<std::string_view> backward_parts = {kBackwardInput, dump_keys::kOutput};
+    for (const std::string_view part : backward ? backward_parts : forward_parts) {
       const bool is_dict = part == dump_keys::kInputKwargs || part == dump_keys::kParameters;
       if (!is_module && part == dump_keys::kParameters) continue;
       w.key(part);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -16,6 +18,23 @@ using RunKey = std::tuple<bool, int64_t, bool, int64_t>;
 using InstanceKey = std::tuple<int64_t, bool, int64_t>;
 // (run's first write, insertion position): program order.
 using OrderKey = std::pair<When, int64_t>;
+
+// A backward call (wiring/backward.py): "Module.a.Linear.backward.{n}",
+// "Functional.linear.{n}.backward". Its input part (registered first, in the
+// forward pre-hook) holds the gradients of the call's inputs, computed last
+// in the backward pass; its output part (the forward hook) the gradients of
+// its outputs, which start it.
+bool is_backward_entry(const std::string& entry) {
+  auto ends_with = [&](std::string_view tail) {
+    return entry.size() >= tail.size() && entry.compare(entry.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends_with(".backward.{n}") || ends_with(".{n}.backward");
+}
+
+// Where a static backward site stands in its run: the backward pass runs the
+// probes in the reverse of their insertion (forward) order, and after every
+// forward probe of a run that holds both (a captured training step).
+constexpr int64_t kBackwardBase = int64_t{1} << 62;
 
 RunKey run_of(const Site& s, int64_t site_id, bool captured, int64_t instance) {
   return s.is_static ? RunKey{true, s.program, captured, instance} : RunKey{false, site_id, captured, instance};
@@ -61,15 +80,18 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
     if (s == nullptr) return std::nullopt;
     auto it = run_start.find(run_of(*s, site_id, inst.captured, inst.instance));
     if (it == run_start.end()) return std::nullopt;
-    return OrderKey{it->second, s->position};
+    const Call* c = registry.call(s->call);
+    const bool backward = s->is_static && c != nullptr && is_backward_entry(c->entry);
+    return OrderKey{it->second, backward ? kBackwardBase - s->position : s->position};
   };
 
   std::vector<Instance*> all;
   all.reserve(instances.size());
   for (auto& kv : instances) {
     Instance& inst = kv.second;
-    const std::optional<OrderKey> in = part_key(inst.call->input_site, inst);
-    const std::optional<OrderKey> out = part_key(inst.call->output_site, inst);
+    std::optional<OrderKey> in = part_key(inst.call->input_site, inst);
+    std::optional<OrderKey> out = part_key(inst.call->output_site, inst);
+    if (is_backward_entry(inst.call->entry)) std::swap(in, out);  // starts with its outputs' gradients
     inst.start = in ? *in : *out;  // one of them holds this instance's rows
     inst.end = out ? *out : *in;
     all.push_back(&inst);

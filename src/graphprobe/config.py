@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from graphprobe._text import first_unsafe
+from graphprobe.config_grads import parse_data_mode
 from graphprobe.config_sections import (
     DEFAULT_TENSOR_LAYOUT,
     MSPROBE_IGNORED_TENSOR_KEYS,
@@ -55,7 +56,7 @@ LEVEL_RECORDS: dict[str, tuple[bool, bool]] = {"L0": (True, False), "L1": (False
 LEVELS = tuple(LEVEL_RECORDS)
 DEFAULT_LEVEL = "L0"
 ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "tensor", "dump_enable", "replay")
-STATISTICS_KEYS = ("list", "slice")
+STATISTICS_KEYS = ("list", "slice", "data_mode")
 #: msprobe's config keys that graphprobe accepts and ignores: key -> (the value
 #: under which ignoring it changes nothing, None: any value; what graphprobe
 #: does instead). Other tasks' sections (overflow_check, run_ut, ...) only
@@ -79,7 +80,6 @@ MSPROBE_IGNORED_KEYS: dict[str, tuple[Any, str]] = {
 #: The same for keys of the ``statistics`` object.
 MSPROBE_IGNORED_STATISTICS_KEYS: dict[str, tuple[Any, str]] = {
     "scope": ([], "graphprobe selects with statistics.list only"),
-    "data_mode": (["all"], "graphprobe records inputs and outputs of every forward call"),
     "summary_mode": ("statistics", "graphprobe records Max, Min, Mean and Norm"),
     "tensor_list": ([], "graphprobe's task \"tensor\" saves every selected tensor"),
 }
@@ -113,6 +113,7 @@ class DumpConfig:
     slices: tuple[SliceRule, ...] = ()  # statistics.slice (statistics task)
     custom_api: tuple[str, ...] = ()  # tensor.custom_api (tensor task)
     tensor_layout: str = DEFAULT_TENSOR_LAYOUT  # tensor.layout (tensor task)
+    data_mode: tuple[str, ...] = ("all",)  # statistics.data_mode: "all"/"backward" add backward records
 
     @property
     def records_modules(self) -> bool:
@@ -123,6 +124,11 @@ class DumpConfig:
     def records_apis(self) -> bool:
         """Whether this level records API calls (L1, mix)."""
         return LEVEL_RECORDS.get(self.level, (False, False))[1]
+
+    @property
+    def records_grads(self) -> bool:
+        """Whether module calls get backward and parameter-gradient records (L0, mix)."""
+        return self.records_modules and ("all" in self.data_mode or "backward" in self.data_mode)
 
     def selects_rank(self, rank: int) -> bool:
         """Whether ``rank`` records under this configuration."""
@@ -313,6 +319,7 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
         raise _type_error("dump_enable", enable, "true or false")
 
     errors = (_type_error, _value_error)
+    data_mode = parse_data_mode(stats.get("data_mode", ["all"]), "statistics.data_mode", errors)
     slices = parse_slice(stats["slice"], "statistics.slice", errors) if "slice" in stats else ()
     section = data.get("tensor", {})
     if isinstance(section, dict):
@@ -347,6 +354,7 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
         slices=slices,
         custom_api=tensor.custom_api if task == "tensor" else (),
         tensor_layout=tensor.layout,
+        data_mode=data_mode,
     )
 
 

@@ -45,6 +45,7 @@ from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_modu
 from graphprobe.module_names import check_module_names
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
+from graphprobe.wiring.backward import record_parameter_grads
 from graphprobe.wiring.probe import new_session
 from graphprobe.replay.capture import ReplayWiring
 from graphprobe.replay.capture import set_recording as set_replay_recording
@@ -213,7 +214,7 @@ class AclGraphDumper:
             _C.set_tensor_staging(wired.staging)
         wired.dump_path = self.config.dump_path
         if self.config.records_modules:
-            modules = ModuleWiring(model, self.config.keywords)
+            modules = ModuleWiring(model, self.config.keywords, grads=self.config.records_grads)
             wired.wiring.append(modules)
             if not modules.entries and not self.config.records_apis:
                 warnings.warn(f"graphprobe: start(): {_no_module_cause(model, self.config)}", RuntimeWarning,
@@ -261,6 +262,8 @@ class AclGraphDumper:
         if not self._active:
             return
         recording = self._enabled
+        if self._wired is not None:  # parameter gradients as the optimizer sees them (wiring/backward.py)
+            record_parameter_grads(self._wired.wiring, dump and recording)
         if self._wired is not None:  # "replay": re-runs this step's kept calls, writes replay.json
             replay_at_step(self._wired.wiring, self.config.replay, self._step_dir() if dump else None)
         if not dump:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from graphprobe.wiring import backward
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
 from graphprobe.wiring.symbolic import concrete_numbers
 
@@ -32,9 +33,12 @@ __all__ = ["ModuleWiring"]
 class ModuleWiring:
     """Hooks on the selected submodules of one model; :meth:`remove` undoes them."""
 
-    def __init__(self, model: torch.nn.Module, keywords: tuple[str, ...]) -> None:
+    def __init__(self, model: torch.nn.Module, keywords: tuple[str, ...], grads: bool = False) -> None:
         self._handles: list[RemovableHandle] = []
         self.entries: list[str] = []
+        # grads: backward records and parameter gradients (wiring/backward.py)
+        self.param_grads: backward.ParamGradRecorder | None = None
+        selected: list[tuple[str, torch.nn.Module]] = []
         for path, module in model.named_modules():
             if not path:
                 continue  # msprobe does not list the root model
@@ -43,15 +47,21 @@ class ModuleWiring:
                 continue
             entry = safe_text(f"Module.{path}.{cls}.forward.{{n}}")
             self.entries.append(entry)
-            pre_hook = _pre_hook(entry, _keyword_order(module))
+            selected.append((safe_text(f"Module.{path}.{cls}"), module))
+            grad_entry = backward.backward_entry(entry) if grads else None
+            pre_hook = _pre_hook(entry, _keyword_order(module), grad_entry)
             self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
-            self._handles.append(module.register_forward_hook(_post_hook(entry), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(_post_hook(entry, grad_entry), with_kwargs=True))
+        if grads:
+            self.param_grads = backward.ParamGradRecorder(selected)
 
     def remove(self) -> None:
         """Removes every hook this wiring added."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self.param_grads is not None:
+            self.param_grads.remove()
 
 
 def _keyword_order(module: torch.nn.Module) -> tuple[str, ...]:
@@ -62,8 +72,11 @@ def _keyword_order(module: torch.nn.Module) -> tuple[str, ...]:
         return ()
 
 
-def _pre_hook(entry: str, names: tuple[str, ...]) -> Any:
-    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _pre_hook(entry: str, names: tuple[str, ...], grad_entry: str | None) -> Any:
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if backward.in_recomputation():
+            return None  # activation checkpointing's recomputation: not a call of the program
+        original_args, original_kwargs = args, kwargs
         if len(kwargs) > 1:
             ordered = {name: kwargs[name] for name in names if name in kwargs}
             for name in sorted(k for k in kwargs if k not in ordered):
@@ -73,12 +86,22 @@ def _pre_hook(entry: str, names: tuple[str, ...]) -> Any:
         if torch.compiler.is_compiling():  # dynamic=True: sizes and number attributes may be symbolic
             args, kwargs = concrete_numbers(args), concrete_numbers(kwargs)
         probe_inputs(entry, args, kwargs, parameters)
+        if grad_entry is not None and torch.is_grad_enabled():
+            wrapped = backward.wrap_inputs(grad_entry, original_args)
+            if wrapped is not None:
+                return wrapped, original_kwargs
+        return None
 
     return hook
 
 
-def _post_hook(entry: str) -> Any:
-    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+def _post_hook(entry: str, grad_entry: str | None) -> Any:
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> Any:
+        if backward.in_recomputation():
+            return None
         probe_output(entry, concrete_numbers(output) if torch.compiler.is_compiling() else output)
+        if grad_entry is not None and torch.is_grad_enabled():
+            return backward.wrap_output(grad_entry, output)
+        return None
 
     return hook

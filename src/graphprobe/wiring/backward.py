@@ -1,0 +1,311 @@
+"""Backward records: gradients of module outputs and inputs, and parameter
+gradients, recorded by the probe mechanism itself.
+
+A Python backward hook runs only in eager autograd: compiled (AOTAutograd)
+and captured backward graphs never call it. So the L0 hooks insert, in the
+*forward*, an identity point with an autograd formula (:class:`GradProbe`)
+around the tensors whose gradients are wanted; its backward records the
+incoming gradient with ``graphprobe::record_stats`` and passes it on
+unchanged. Dynamo traces the ``autograd.Function`` (forward and backward),
+so AOTAutograd puts the probes into the backward graph and inductor and
+CUDA graph trees run them on every execution, like the forward probes.
+
+A module call ``Module.{path}.{Class}.forward.{n}`` gets the backward record
+``Module.{path}.{Class}.backward.{n}``, laid out as msprobe's eager
+PrecisionDebugger writes it: ``input`` holds the gradients of the call's
+outputs (every tensor of the output that requires grad, nested tuples, lists
+and dicts flattened), ``output`` the gradients of its positional tensor
+inputs that require grad (what a full backward hook sees). Its sites are
+registered when the probes are inserted (identity fixed at insertion,
+csrc/identity/call_registry.h): the ``output`` part in the forward pre-hook
+(it *opens* the backward call), the ``input`` part in the forward hook (it
+*closes* it). The call assembly knows that a backward call starts with its
+``input`` part and that compiled backward probes run in the reverse of
+their insertion order (csrc/identity/call_assembly.cpp).
+
+Parameter gradients (``Module.{path}.{Class}.parameters_grad.0``, one row
+per parameter) are read at ``step()``: the accumulated ``.grad`` as the
+optimizer sees it. A post-accumulate-grad hook per parameter counts the
+backward passes that reached it in the step (gradient accumulation); a step
+without one (a ``no_grad`` evaluation) records no gradient. Those hooks run
+in eager autograd, which accumulates gradients in compiled training too.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.hooks import RemovableHandle
+
+from graphprobe._ops import _C, record_stats
+from graphprobe.wiring import probe
+
+__all__ = ["GradProbe", "ParamGradRecorder", "backward_entry", "in_recomputation", "wrap_inputs", "wrap_output"]
+
+_CREATION_META_DEFAULT = torch._C._autograd.CreationMeta(0)
+_warned = False
+
+
+def backward_entry(forward_entry: str) -> str:
+    """``Module.a.Linear.forward.{n}`` -> ``Module.a.Linear.backward.{n}``."""
+    head, _, tail = forward_entry.rpartition(".forward.")
+    return f"{head}.backward.{tail}"
+
+
+def in_recomputation() -> bool:
+    """Whether eager code runs inside a backward pass: activation
+    checkpointing (``torch.utils.checkpoint``, non-reentrant) recomputes a
+    forward there. Its hooks must add no record: the recomputed calls are
+    not calls of the program, and the gradients flow through the original
+    forward's graph, whose probes are already in place."""
+    if torch.compiler.is_compiling():
+        return False  # traced code runs its probes on every execution
+    return torch._C._current_graph_task_id() != -1
+
+
+class GradProbe(torch.autograd.Function):
+    """Identity in the forward; its backward records the incoming gradient
+    into the row ``(site, index)`` and returns it unchanged.
+
+    One per tensor: a tensor whose gradient never arrives (an output the
+    loss does not use) leaves its node unexecuted, so nothing is recorded
+    for it — in eager autograd and in AOTAutograd's traced backward alike
+    (a node shared by several outputs would be run with zeros made up for
+    the missing one, and AOTAutograd even runs a probe of such a constant
+    while tracing)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, site: int, index: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.site = site
+        ctx.index = index
+        if torch.compiler.is_compiling():
+            # Traced: an output aliasing its input would forbid in-place
+            # updates of it by the model (dynamo refuses them on a view made
+            # by a custom Function). A copy keeps the values bit for bit.
+            return x.clone()
+        return x  # eager: returned as-is (autograd makes a view; see _allow_in_place)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        if torch.compiler.is_compiling():
+            record_stats(grad, ctx.site, ctx.index)
+        else:
+            _record_eager(grad, ctx.site, ctx.index)
+        return grad, None, None
+
+
+def _record_eager(grad: torch.Tensor, site: int, index: int) -> None:
+    """Records in eager autograd; never raises into the user's backward."""
+    global _warned
+    try:
+        record_stats(grad, site, index)
+    except Exception as exc:  # noqa: BLE001 - a probe must not break training
+        if not _warned:
+            _warned = True
+            warnings.warn(f"graphprobe: a backward probe could not record a gradient ({exc}); "
+                          "later failures are not reported", RuntimeWarning, stacklevel=2)
+
+
+def _allow_in_place(outs: tuple[torch.Tensor, ...]) -> None:
+    """Eager outputs of :class:`GradProbe` are views of its inputs, which
+    autograd forbids to modify in place (``nn.ReLU(inplace=True)`` on a
+    module's input, ``out += residual`` on its output). As msprobe does for
+    its backward hooks, they are marked as ordinary views: an in-place
+    update then goes through the view's base, with correct gradients, and
+    that tensor's gradient is recorded where it still passes a probe."""
+    for o in outs:
+        if o._base is not None and torch._C._autograd._get_creation_meta(o) != _CREATION_META_DEFAULT:
+            torch._C._autograd._set_creation_meta(o, _CREATION_META_DEFAULT)
+
+
+def _wants_grad(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.requires_grad and type(x) in (torch.Tensor, torch.nn.Parameter)
+
+
+def _register(opening: bool, entry: str, part: str, count: int) -> int:
+    """Registers one part of a backward call (``count`` gradient tensors
+    under ``part``: ``input`` or ``output``) and returns its site."""
+    places = tuple((part, str(i)) for i in range(count))
+    return _register_constant(opening, entry, places, probe._mode(), probe._session)
+
+
+@torch._dynamo.assume_constant_result
+def _register_constant(opening: bool, entry: str, places: tuple[tuple[str, ...], ...], mode: int,
+                       session: int) -> int:
+    """Executed (not traced) by dynamo, once per trace; ``session`` makes
+    dynamo guard on the dumper session, as for forward sites."""
+    program = 0
+    if mode == probe._TRACED:
+        program = _backward_program()
+    register = _C.open_call if opening else _C.close_call
+    n = len(places)
+    return int(register(entry, places, tuple(range(n)), (False,) * n, (), mode, program, ()))
+
+
+def _backward_program() -> int:
+    """The engine's program number for the backward probes of the trace
+    under way: the backward graph runs apart from the forward one, so its
+    probes form a run of their own (csrc/identity/call_assembly.h)."""
+    ctx = torch._guards.TracingContext.try_get()
+    if ctx is None:
+        return int(_C.new_program())
+    program = getattr(ctx, "_graphprobe_backward_program", None)
+    if program is None:
+        program = int(_C.new_program())
+        ctx._graphprobe_backward_program = program  # type: ignore[attr-defined]
+    return program
+
+
+def _apply(site: int, tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    outs = tuple(GradProbe.apply(t, site, i) for i, t in enumerate(tensors))
+    if not torch.compiler.is_compiling():
+        _allow_in_place(outs)
+    return outs
+
+
+def wrap_inputs(entry: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """Forward pre-hook part: opens the backward call of ``entry`` (a
+    ``...backward.{n}`` template) with the gradients of the positional
+    tensor inputs that require grad (its ``output``), and returns ``args``
+    with those tensors passed through a :class:`GradProbe`; None when no
+    positional input requires grad."""
+    index = [i for i, a in enumerate(args) if _wants_grad(a)]
+    if not index:
+        return None
+    site = _register(True, entry, "output", len(index))
+    outs = _apply(site, [args[i] for i in index])
+    new = list(args)
+    for i, o in zip(index, outs):
+        new[i] = o
+    return tuple(new)
+
+
+def wrap_output(entry: str, output: Any) -> Any:
+    """Forward hook part: closes the backward call of ``entry`` with the
+    gradients of the output's tensors that require grad (its ``input``),
+    and returns the output with those tensors passed through a
+    :class:`GradProbe` (tuples rebuilt, lists and dicts updated in place, as
+    msprobe does, so that a ``ModelOutput`` keeps its class)."""
+    found: list[torch.Tensor] = []
+    _collect(output, found, 0)
+    if not found:
+        return output
+    site = _register(False, entry, "input", len(found))
+    outs = iter(_apply(site, found))
+    return _rebuild(output, outs, 0)
+
+
+def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
+    if _wants_grad(value):
+        found.append(value)
+    elif depth < probe.MAX_DEPTH and isinstance(value, (tuple, list)):
+        for item in value:
+            _collect(item, found, depth + 1)
+    elif depth < probe.MAX_DEPTH and isinstance(value, dict):
+        for item in value.values():
+            _collect(item, found, depth + 1)
+
+
+def _rebuild(value: Any, outs: Any, depth: int) -> Any:
+    if _wants_grad(value):
+        return next(outs)
+    if depth >= probe.MAX_DEPTH:
+        return value
+    if isinstance(value, tuple):
+        items = [_rebuild(v, outs, depth + 1) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            value[i] = _rebuild(v, outs, depth + 1)
+        return value
+    if isinstance(value, dict):
+        for k in list(value.keys()):
+            value[k] = _rebuild(value[k], outs, depth + 1)
+        return value
+    return value
+
+
+class ParamGradRecorder:
+    """Records each wired module's parameter gradients once per step: when
+    an optimizer's ``step()`` begins (the gradients it is about to apply,
+    before the user's ``zero_grad()``), or else at the dumper's ``step()``.
+
+    One record per module whose parameters received a gradient in the step,
+    ``Module.{path}.{Class}.parameters_grad.0`` with one row per parameter
+    (``{"weight": [...], "bias": [...]}``, msprobe's layout), each row
+    carrying ``backward_passes``: how many backward passes accumulated into
+    that gradient since the last record (gradient accumulation)."""
+
+    def __init__(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
+        self._handles: list[RemovableHandle] = []
+        self._groups: list[tuple[str, list[tuple[str, torch.nn.Parameter]]]] = []
+        self._passes: dict[int, int] = {}
+        for prefix, module in modules:
+            params = [(name, p) for name, p in module._parameters.items() if p is not None and p.requires_grad]
+            if not params:
+                continue
+            self._groups.append((probe.safe_text(f"{prefix}.parameters_grad.{{n}}"), params))
+            for _, p in params:
+                if id(p) not in self._passes:
+                    self._passes[id(p)] = 0
+                    self._handles.append(p.register_post_accumulate_grad_hook(self._count))
+        if self._groups:
+            self._handles.append(register_optimizer_step_pre_hook(self._optimizer_step))
+
+    def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.record(True, reset=False)
+
+    def _count(self, p: torch.Tensor) -> None:
+        self._passes[id(p)] = self._passes.get(id(p), 0) + 1
+
+    def record(self, record: bool = True, reset: bool = True) -> None:
+        """Records (when ``record``) the gradients that backward passes
+        produced since the last record, and starts counting their passes
+        anew (all of them when ``reset``: the dumper's step). Never raises
+        (a failure is warned once)."""
+        try:
+            for entry, params in self._groups if record else ():
+                rows = [(name, p.grad, self._passes.get(id(p), 0)) for name, p in params]
+                rows = [(n, g, c) for n, g, c in rows if c > 0 and isinstance(g, torch.Tensor)]
+                if not rows:
+                    continue
+                for _, p in params:
+                    self._passes[id(p)] = 0
+                places = tuple((n, "0") for n, _, _ in rows)
+                extras = tuple((("backward_passes", str(c)),) for _, _, c in rows)
+                site = _C.open_call(entry, places, tuple(range(len(rows))), (False,) * len(rows), (),
+                                    probe._EAGER, 0, extras)
+                tensors = [probe._recordable(g) for _, g, _ in rows]
+                for i, t in enumerate(tensors):
+                    if t is not None:
+                        record_stats(t, int(site), i)
+        except Exception as exc:  # noqa: BLE001 - step() must not fail for a probe
+            global _warned
+            if not _warned:
+                _warned = True
+                warnings.warn(f"graphprobe: parameter gradients could not be recorded ({exc})", RuntimeWarning,
+                              stacklevel=3)
+        finally:
+            if reset:
+                for k in self._passes:
+                    self._passes[k] = 0
+
+    def remove(self) -> None:
+        """Removes the counting hooks."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._groups.clear()
+
+
+def record_parameter_grads(wiring: list[Any], record: bool) -> None:
+    """``step()``: records (``record``) the parameter gradients of every
+    module wiring that has a :class:`ParamGradRecorder`, and starts counting
+    backward passes anew (a discarded or switched-off step only resets)."""
+    for w in wiring:
+        recorder = getattr(w, "param_grads", None)
+        if recorder is not None:
+            recorder.record(record)

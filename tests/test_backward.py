@@ -1,0 +1,401 @@
+"""Backward and parameter-gradient records (wiring/backward.py).
+
+References are independent of the tool: float64 statistics of the real
+gradients (``p.grad``, ``retain_grad()`` of module outputs and inputs)
+computed here, msprobe's own eager dump of the same training step, and the
+eager dump for the compiled runs' record lists.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint
+
+import graphprobe
+from graphprobe import AclGraphDumper
+from reference import assert_stats_close, stats64
+
+HERE = Path(__file__).parent
+RTOL = 1e-6  # the CPU kernel sums float32 blocks of 16 per lane (docs/architecture.md): ~1e-7 relative
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(self.act(self.fc1(x)))
+
+
+class Net(nn.Module):
+    def __init__(self, checkpoint: bool = False) -> None:
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.block = Block()
+        self.head = nn.Linear(8, 3, bias=False)
+        self.checkpoint = checkpoint
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        if self.checkpoint:
+            h = torch.utils.checkpoint.checkpoint(self.block, h, use_reentrant=False)
+        else:
+            h = self.block(h)
+        return self.head(h)
+
+
+def _net(checkpoint: bool = False) -> Net:
+    torch.manual_seed(0)
+    return Net(checkpoint)
+
+
+def _x(seed: int = 1) -> torch.Tensor:
+    return torch.randn(5, 4, generator=torch.Generator().manual_seed(seed))
+
+
+def _read(dump_path: str, step: int) -> dict[str, Any]:
+    graphprobe.flush()
+    found = glob.glob(os.path.join(dump_path, f"step{step}", "*", "dump.json"))
+    assert len(found) == 1, f"expected one dump.json for step {step}, found {found}"
+    return json.loads(Path(found[0]).read_text())["data"]
+
+
+def _dumper(write_config: Any, **fields: Any) -> AclGraphDumper:
+    return AclGraphDumper(write_config(level="L0", **fields))
+
+
+def _module_grads(model: nn.Module) -> dict[str, dict[str, list[torch.Tensor]]]:
+    """Reference gradients of every submodule call's outputs and positional
+    inputs, captured with plain tensor hooks on an unwired model."""
+    seen: dict[str, dict[str, list[torch.Tensor]]] = {}
+    for path, module in model.named_modules():
+        if not path:
+            continue
+        name = f"Module.{path}.{type(module).__name__}.backward.0"
+        rec = seen.setdefault(name, {"input": [], "output": []})
+
+        def pre(mod: nn.Module, args: tuple[Any, ...], rec: dict[str, list[torch.Tensor]] = rec) -> Any:
+            # The gradient of this call's input only (a full backward hook's
+            # grad_input), not of every use of the tensor: hooked on a view.
+            new = []
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    a = a.view_as(a)
+                    a.register_hook(lambda g, rec=rec: rec["output"].append(g.detach().clone()))
+                new.append(a)
+            return tuple(new)
+
+        def post(mod: nn.Module, args: Any, out: Any, rec: dict[str, list[torch.Tensor]] = rec) -> None:
+            outs = out if isinstance(out, tuple) else (out,)
+            for o in outs:
+                if isinstance(o, torch.Tensor) and o.requires_grad:
+                    o.register_hook(lambda g, rec=rec: rec["input"].append(g.detach().clone()))
+
+        module.register_forward_pre_hook(pre)
+        module.register_forward_hook(post)
+    return seen
+
+
+def test_backward_and_gradient_statistics_equal_float64_of_the_real_gradients(write_config, tmp_path):
+    reference = _net()
+    grads = _module_grads(reference)
+    reference(_x()).sum().backward()
+
+    model = _net()
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    model(_x()).sum().backward()
+    want_p = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    dumper.step()
+    dumper.stop()
+    data = _read(str(tmp_path / "dump"), 0)
+
+    backward = [k for k in data if ".backward." in k]
+    # In execution order of the backward pass: the head first; a parent
+    # after its children (its record is complete when its inputs' gradients are).
+    assert backward == ["Module.head.Linear.backward.0", "Module.block.fc2.Linear.backward.0",
+                        "Module.block.act.GELU.backward.0", "Module.block.fc1.Linear.backward.0",
+                        "Module.block.Block.backward.0", "Module.inp.Linear.backward.0"]
+    for name in backward:
+        for part in ("input", "output"):
+            want = grads[name][part]
+            got = data[name][part]
+            assert len(got) == len(want), f"{name}.{part}: {len(got)} records, {len(want)} gradients"
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert g["shape"] == list(w.shape) and g["requires_grad"] is False
+                assert_stats_close(g, stats64(w), RTOL, f"{name}.{part}.{i}")
+    # The model's input does not require grad: inp's record has no output.
+    assert data["Module.inp.Linear.backward.0"]["output"] == []
+
+    params = [k for k in data if ".parameters_grad." in k]
+    assert params == ["Module.inp.Linear.parameters_grad.0", "Module.block.fc1.Linear.parameters_grad.0",
+                      "Module.block.fc2.Linear.parameters_grad.0", "Module.head.Linear.parameters_grad.0"]
+    for name in params:
+        path = name[len("Module."):].rsplit(".", 3)[0]
+        for pname, rows in data[name].items():
+            assert len(rows) == 1 and rows[0]["backward_passes"] == 1
+            assert_stats_close(rows[0], stats64(want_p[f"{path}.{pname}"]), RTOL, f"{name}.{pname}")
+
+
+def test_gradient_accumulation_records_every_pass_and_the_accumulated_gradient(write_config, tmp_path):
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    for micro in range(3):
+        model(_x(micro)).sum().backward()
+    want = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    opt.step()  # the gradients are recorded as this step begins, before zero_grad
+    opt.zero_grad()
+    dumper.step()
+    dumper.stop()
+    data = _read(str(tmp_path / "dump"), 0)
+    assert [k for k in data if k.startswith("Module.head.Linear.backward")] == [
+        f"Module.head.Linear.backward.{n}" for n in range(3)]
+    rows = data["Module.block.fc1.Linear.parameters_grad.0"]["weight"]
+    assert rows[0]["backward_passes"] == 3
+    assert_stats_close(rows[0], stats64(want["block.fc1.weight"]), RTOL, "accumulated fc1.weight")
+    assert not any(".parameters_grad.1" in k for k in data)
+
+
+def test_no_grad_steps_record_no_backward_and_warn_nothing(write_config, tmp_path):
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(_x()).sum().backward()
+        opt.step()
+        dumper.step()  # step 0: training, grads kept (no zero_grad)
+        with torch.no_grad():
+            model(_x(2))
+        dumper.step()  # step 1: evaluation
+        model.eval()
+        model(_x(3))  # grad enabled, no backward: nothing either
+        dumper.step()
+    dumper.stop()
+    assert any(".backward." in k for k in _read(str(tmp_path / "dump"), 0))
+    for step in (1, 2):
+        data = _read(str(tmp_path / "dump"), step)
+        assert data and all(".forward." in k for k in data), f"step {step}: {list(data)}"
+
+
+def test_activation_checkpointing_adds_no_records(write_config, tmp_path):
+    names = {}
+    stats = {}
+    for checkpoint in (False, True):
+        model = _net(checkpoint)
+        dumper = AclGraphDumper(write_config(level="L0", dump_path=str(tmp_path / f"ckpt{checkpoint}")))
+        dumper.start(model)
+        model(_x()).sum().backward()
+        dumper.step()
+        dumper.stop()
+        data = _read(str(tmp_path / f"ckpt{checkpoint}"), 0)
+        names[checkpoint] = list(data)
+        stats[checkpoint] = data
+    assert names[True] == names[False]
+    for name, record in stats[False].items():
+        assert json.dumps(stats[True][name]) == json.dumps(record), name
+
+
+def test_in_place_updates_of_probed_tensors_keep_gradients(write_config, tmp_path):
+    class InPlace(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.fc(x)
+            h += 1.0  # in place on a module's output
+            return self.relu(h)  # in place on a module's input
+
+    torch.manual_seed(0)
+    ref = InPlace()
+    ref(_x()).sum().backward()
+    torch.manual_seed(0)
+    model = InPlace()
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    model(_x()).sum().backward()
+    dumper.step()
+    dumper.stop()
+    for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        assert torch.equal(p.grad, q.grad), n
+    assert "Module.fc.Linear.parameters_grad.0" in _read(str(tmp_path / "dump"), 0)
+
+
+def test_data_mode_forward_records_no_backward(write_config, tmp_path):
+    model = _net()
+    dumper = _dumper(write_config, statistics={"data_mode": ["forward"]})
+    dumper.start(model)
+    model(_x()).sum().backward()
+    dumper.step()
+    dumper.stop()
+    data = _read(str(tmp_path / "dump"), 0)
+    assert data and all(".forward." in k for k in data)
+
+
+def test_backward_after_stop_does_not_raise(write_config):
+    model = _net()
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    loss = model(_x()).sum()
+    dumper.step(dump=False)
+    dumper.stop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss.backward()  # the probes' sites are forgotten: nothing recorded, nothing raised
+    assert model.head.weight.grad is not None
+
+
+def test_compiled_backward_records_as_eager(write_config, tmp_path):
+    """aot_eager: the backward probes are nodes of the backward graph."""
+    dumps = {}
+    for mode in ("eager", "aot_eager"):
+        model = _net()
+        dumper = AclGraphDumper(write_config(level="L0", dump_path=str(tmp_path / mode)))
+        dumper.start(model)
+        run = model if mode == "eager" else torch.compile(model, backend="aot_eager", fullgraph=True)
+        for step in range(2):
+            run(_x(step)).sum().backward()
+            dumper.step()
+        dumper.stop()
+        dumps[mode] = [_read(str(tmp_path / mode), s) for s in range(2)]
+    for step in range(2):
+        eager, compiled = dumps["eager"][step], dumps["aot_eager"][step]
+        assert list(compiled) == list(eager), f"step {step}"
+        for name in eager:
+            if ".backward." in name:
+                for part in ("input", "output"):
+                    for i, (g, w) in enumerate(zip(compiled[name][part], eager[name][part])):
+                        assert_stats_close(g, w, 1e-5, f"{name}.{part}.{i}")
+
+
+# --- the transformers Llama, against msprobe (each run in a child process) ---
+
+needs_transformers = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                        reason="transformers is not installed")
+needs_msprobe = pytest.mark.skipif(importlib.util.find_spec("msprobe") is None,
+                                   reason="msprobe is not installed (pip install mindstudio-probe)")
+
+
+def _train(tool: str, mode: str, out: Path) -> None:
+    subprocess.run([sys.executable, str(HERE / "backward_training.py"), tool, mode, str(out)], check=True,
+                   capture_output=True, timeout=600)
+
+
+def _one(out: Path, step: int) -> dict[str, Any]:
+    found = glob.glob(str(out / f"step{step}" / "*" / "dump.json"))
+    assert len(found) == 1, found
+    return json.loads(Path(found[0]).read_text())["data"]
+
+
+def _kind(name: str) -> str:
+    return "grad" if ".parameters_grad." in name else "backward" if ".backward" in name else "forward"
+
+
+@pytest.fixture(scope="module")
+def llama_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("llama")
+    runs = {}
+    for tool, mode in (("graphprobe", "eager"), ("graphprobe", "inductor")):
+        runs[mode] = root / mode
+        _train(tool, mode, runs[mode])
+    return runs
+
+
+@needs_transformers
+def test_llama_gradients_equal_float64_of_p_grad(llama_runs):
+    out = llama_runs["eager"]
+    grads = torch.load(out / "grads.pt")
+    for step in range(2):
+        data = _one(out, step)
+        seen = 0
+        for name, record in data.items():
+            if _kind(name) != "grad":
+                continue
+            path = name[len("Module."):].rsplit(".", 3)[0]
+            for pname, rows in record.items():
+                assert_stats_close(rows[0], stats64(grads[step][f"{path}.{pname}"]), RTOL, f"step {step} {name}")
+                seen += 1
+        assert seen == len(grads[step])  # every parameter's gradient
+
+
+@needs_transformers
+def test_llama_compiled_records_equal_eager_and_compare_finds_no_divergence(llama_runs, tmp_path):
+    for step in range(2):
+        eager, compiled = _one(llama_runs["eager"], step), _one(llama_runs["inductor"], step)
+        assert list(compiled) == list(eager), f"step {step}: record lists differ"
+    out = tmp_path / "cmp"
+    result = subprocess.run([sys.executable, "-m", "graphprobe", "compare", str(llama_runs["inductor"] / "step0"),
+                             str(llama_runs["eager"] / "step0"), "-o", str(out), "--no-report",
+                             "--graphprobe-verdicts", "--fail-on", "error"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = list(csv.DictReader(open(glob.glob(str(out / "*.csv"))[0])))
+    assert rows and not any(r["First Divergence"] for r in rows)
+    assert not any(r["Result"] == "error" for r in rows)
+
+
+@needs_transformers
+@needs_msprobe
+def test_llama_backward_records_pair_with_msprobes(llama_runs, tmp_path):
+    ms = tmp_path / "msprobe"
+    _train("msprobe", "eager", ms)
+    for step in range(2):
+        ours, theirs = _one(llama_runs["eager"], step), _one(ms, step)
+        for kind in ("backward", "grad"):
+            n_ours = sum(_kind(k) == kind for k in ours)
+            n_theirs = sum(_kind(k) == kind for k in theirs)
+            assert n_theirs > 0 and n_ours >= n_theirs, f"step {step} {kind}: ours {n_ours}, msprobe {n_theirs}"
+    out = tmp_path / "cmp"
+    subprocess.run([sys.executable, "-m", "graphprobe", "compare", str(llama_runs["eager"] / "step0"),
+                    str(ms / "step0"), "-o", str(out), "--no-report", "--graphprobe-verdicts"],
+                   check=True, capture_output=True)
+    rows = list(csv.DictReader(open(glob.glob(str(out / "*.csv"))[0])))
+    bench = [r for r in rows if r["Bench Name"] != "N/A" and _kind(r["Bench Name"]) != "forward"]
+    paired = [r for r in bench if r["NPU Name"] != "N/A"]
+    assert len(paired) >= 0.9 * len(bench), f"{len(paired)} of msprobe's {len(bench)} backward/gradient rows paired"
+    failed = [r["NPU Name"] for r in paired if r["Result"] != "pass"]
+    assert not failed, failed
+
+
+def test_first_divergence_is_the_first_backward_entry_in_execution_order(write_config, tmp_path):
+    """A fault in block.fc1's backward only (its input gradient scaled by
+    1.01, forward untouched): the first divergence is fc1's backward record,
+    although fc1 comes before fc2 and the head in forward order and every
+    later backward record and gradient differs too."""
+    for side in ("bench", "target"):
+        model = _net()
+        if side == "target":
+            model.block.fc1.register_full_backward_hook(lambda m, gi, go: tuple(g * 1.01 for g in gi))
+        dumper = AclGraphDumper(write_config(level="L0", dump_path=str(tmp_path / side)))
+        dumper.start(model)
+        model(_x()).sum().backward()
+        dumper.step()
+        dumper.stop()
+    graphprobe.flush()
+    out = tmp_path / "cmp"
+    subprocess.run([sys.executable, "-m", "graphprobe", "compare", str(tmp_path / "target" / "step0"),
+                    str(tmp_path / "bench" / "step0"), "-o", str(out), "--no-report"], check=True,
+                   capture_output=True)
+    rows = list(csv.DictReader(open(glob.glob(str(out / "*.csv"))[0])))
+    first = {r["NPU Name"] for r in rows if r["First Divergence"]}
+    assert first and all(n.startswith("Module.block.fc1.Linear.backward.0.") for n in first), first
