@@ -67,15 +67,16 @@ def _variant(model: torch.nn.Module, x: torch.Tensor, replay: bool, backend: str
             "total": statistics.median(f + s for f, s in zip(forward, step))}
 
 
-def measure(steps: int, rounds: int, backend: str) -> list[dict[str, Any]]:
-    """Per mode: the medians of each variant and the per-round ratios."""
+def measure(steps: int, rounds: int, backend: str | None) -> list[dict[str, Any]]:
+    """Per mode (eager, then ``torch.compile(backend)`` unless ``backend`` is
+    None): the medians of each variant and the per-round ratios."""
     torch.manual_seed(0)
     model = build_demo_model()
     x = torch.randint(0, model.vocab, (2, 32), generator=torch.Generator().manual_seed(0))
     rows = []
     root = tempfile.mkdtemp(prefix="replay_cost_")
     try:
-        for mode in (None, backend):
+        for mode in (None, backend) if backend else (None,):
             per: dict[str, list[dict[str, float]]] = {"L0": [], "L0+replay": []}
             for r in range(rounds):
                 order = ("L0", "L0+replay") if r % 2 == 0 else ("L0+replay", "L0")
@@ -137,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--backend", default="inductor")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend; 'none': eager only")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "replay_cost.md"))
     args = parser.parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    rows = measure(args.steps, args.rounds, args.backend)
+    rows = measure(args.steps, args.rounds, None if args.backend == "none" else args.backend)
     text = render(rows, args.steps, args.rounds)
     print(text)
     if args.out:

@@ -481,3 +481,19 @@ def test_error_measure_and_floors() -> None:
     # Graph differs from eager but is closer to float64 (another rounding): inherits, with a note.
     rows, verdict, _ = _judge_outputs([torch.tensor([1.0, 1.0])], [torch.tensor([1.0, 1.001])], [f64], 0.0)
     assert verdict == "inherits" and "no further from float64" in rows[0]["note"]
+
+
+def test_cost_benchmark_runs(tmp_path) -> None:
+    """benchmarks/replay_cost.py on the eager path, one round (no timing
+    assertion): a subprocess, as the benchmark starts several dumpers."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "replay_cost.md"
+    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "replay_cost.py"), "--steps", "1",
+                           "--rounds", "1", "--backend", "none", "--out", str(out)], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    text = out.read_text()
+    assert "| eager |" in text and "ratio (total per step)" in text
