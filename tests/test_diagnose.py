@@ -202,6 +202,34 @@ def test_bisect_finds_the_injected_stage(tmp_path, fake, mode, expected):
     assert all(r.env["TORCH_BISECT_BACKEND"] for r in runner.records)
 
 
+OUTPUT_CODE = """\
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code] Output code: 
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code] cpp_fused_a_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code] cpp_fused_b_1 = async_compile.cpp_pybinding(['float*'], r'''
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]     def call(self, args):
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         cpp_fused_a_0(arg0_1, buf0)
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         extern_kernels.addmm(arg1_1, buf0, arg2_1, alpha=1, beta=1, out=buf1)
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         torch.ops.graphprobe.record_stats.default(buf1, 0, 0)
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         buf2 = buf1; del buf1  # reuse
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         cpp_fused_b_1(buf2)
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         buf3 = reinterpret_tensor(buf2, (4, 4), (4, 1), 0); del buf2
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         torch.ops.graphprobe.record_stats.default(buf3, 1, 0)
+V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code]         return (buf3, )
+"""
+
+
+def test_kernels_from_output_code(tmp_path):
+    from graphprobe.diagnose.kernels import kernels_from_log
+
+    log = tmp_path / "k.log"
+    log.write_text(OUTPUT_CODE)
+    # The output probe reads buf3, a view of buf2, written in place by cpp_fused_b_1 (its argument is not const).
+    assert kernels_from_log(log, 1) == ["cpp_fused_b_1"]
+    # Input and output probes: the input's writer is the extern addmm (out=buf1).
+    assert kernels_from_log(log, 2) == ["extern_kernels.addmm", "cpp_fused_b_1"]
+    assert kernels_from_log(tmp_path / "missing.log", 1) == []
+
+
 def test_cli_usage_errors(capsys):
     assert main(["diagnose"]) == 2
     assert "no COMMAND" in capsys.readouterr().err
@@ -293,6 +321,7 @@ def test_acceptance_inductor_relu_fault(tmp_path):
     assert d["origin"]["module"] == "layers.0.mlp.act" and d["origin"]["verdict"] == "creates"
     assert d["bisect"]["backend"] == "inductor" and d["bisect"]["subsystem"]
     assert all(c["exit_code"] == 0 for c in d["commands"])
+    assert d["kernels"] and all("relu" in k for k in d["kernels"]), d["kernels_note"]
     assert (out / "report.html").is_file() and (out / "repro" / "inputs.pt").is_file()
     # The repro shows the compiled module's error on the recorded inputs (exit 1: "creates").
     rep = subprocess.run([PY, str(out / "repro" / "repro.py")], capture_output=True, text=True, timeout=600)
@@ -307,6 +336,7 @@ def test_acceptance_is_compiling_branch_in_a_projection(tmp_path):
     assert d["bisect"]["backend"] == "eager"
     verdicts = {m["module"]: m["verdict"] for m in d["attribution"]["modules"]}
     assert verdicts.get("layers.1.mlp.proj") == "creates"
+    assert d["kernels"], d["kernels_note"]  # inductor computes the projection (and the x1.001) in some kernel
 
 
 @pytest.mark.slow

@@ -13,11 +13,29 @@ from graphprobe.diagnose.replay_files import ReplayFormatError
 from graphprobe.diagnose.report import SCHEMA_VERSION, write_reports
 from graphprobe.diagnose.screen import StageError
 
-__all__ = ["DiagnoseOptions", "KERNELS_NOTE", "diagnose"]
+__all__ = ["DiagnoseOptions", "diagnose", "find_kernels"]
 
-#: Why ``kernels`` stays empty (docs/diagnose.md, "Kernels").
-KERNELS_NOTE = ("not named: inductor's provenance tracking (trace.provenance_tracking_level) maps kernels to FX "
-                "node names, which do not carry the module path; mapping them to modules is not implemented")
+
+
+def find_kernels(runner: Runner, out: Path, command: list[str], module: str, outputs: int) -> tuple[list[str], str]:
+    """Runs the target recording only ``module`` with ``TORCH_LOGS=output_code``
+    and names the kernels that wrote its outputs (:mod:`.kernels`); returns
+    (kernels, how they were found or why none was)."""
+    from graphprobe.diagnose.configs import write_config
+    from graphprobe.diagnose.kernels import kernels_from_log
+
+    dump = out / "runs" / "kernels"
+    cfg = write_config(out / "runs" / "kernels.json", dump, "L0", [module])
+    rec = runner.run("kernels", command, {"GRAPHPROBE_CONFIG": str(cfg), "TORCH_LOGS": "output_code",
+                                          "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"})
+    if rec.exit_code != 0:
+        return [], f"the run with TORCH_LOGS=output_code failed (exit {rec.exit_code}); log {rec.log}"
+    found = kernels_from_log(Path(rec.log), outputs)
+    if found:
+        return found, ("from inductor's output code: the kernels that last wrote the buffers graphprobe's probes "
+                       f"read as {module}'s outputs (log {rec.log})")
+    return [], (f"no inductor output code with a probe on {module} in the run's log (the target does not compile "
+                f"with inductor, or the output is an input or a view); log {rec.log}")
 
 
 @dataclass
@@ -110,7 +128,14 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             d["bisect"] = b.as_json()
             say(f"  result: backend {b.backend}, subsystem {b.subsystem}, bisect number {b.bisect_number}, "
                 f"debug info {b.debug_info} -- {b.note}")
-        d["kernels_note"] = KERNELS_NOTE
+        stage = "kernels"
+        t0 = time.monotonic()
+        say(f"  kernels: the target once more, recording only {at.origin.module}, with inductor's output code")
+        d["kernels"], d["kernels_note"] = find_kernels(runner, out, opts.command, at.origin.module,
+                                                       max(1, len(at.origin.outputs)))
+        d["stages"]["kernels"] = round(time.monotonic() - t0, 2)
+        say(f"  kernels computing {at.origin.module}'s output: {', '.join(d['kernels']) or '-'} "
+            f"({d['kernels_note']})")
         where = ""
         if d["bisect"] and d["bisect"]["backend"]:
             bb = d["bisect"]
