@@ -234,13 +234,15 @@ def _has_aclgraph_folder(path: Path, depth: int) -> bool:
 def prepare_sides(target: str | os.PathLike[str], bench: str | os.PathLike[str],
                   workdir: str | os.PathLike[str] | None = None) -> tuple[str, str]:
     """``target`` and ``bench`` unchanged, or, when either holds
-    aclgraph-layout process folders (a dump root, a step folder or a process
-    folder), both replaced by mirrors: aclgraph-layout folders with a
+    aclgraph-layout process folders (a dump root, a step folder, a process
+    folder or its tensor folder), both replaced by mirrors: aclgraph-layout folders with a
     dump.json built from their files, dump.json-layout ones with their
     tensors only (what the aclgraph layout holds). The mirrors go under
     ``workdir``, by default a temporary folder removed when the process
     exits."""
-    sides = [Path(target), Path(bench)]
+    # The tensor folder itself (step0/pid1/dump_tensor_data) stands for its process folder.
+    sides = [p.parent if p.name in ACLGRAPH_TENSOR_DIRS and aclgraph_tensor_dir(p.parent) == p else p
+             for p in (Path(target), Path(bench))]
     if not any(p.is_dir() and _has_aclgraph_folder(p, 2) for p in sides):
         return os.fspath(target), os.fspath(bench)
     if workdir is None:
