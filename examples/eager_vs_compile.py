@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
               "noise its inputs bring: look there first")
     else:
         print("first divergence: none -- the compiled run agrees with eager within float noise")
+        if outcome.counts.get("warning") or outcome.counts.get("error"):
+            print("  (the warning/error rows are msprobe's fixed-threshold rules firing on differences this small, "
+                  "e.g. an output's relative error above 10x its inputs' while both are ~1e-6; the first divergence "
+                  "weighs each difference against the dtype's rounding noise, see docs/troubleshooting.md)")
     print(f"every row: {outcome.csv_path}")
     print(f"plot and sortable table: {outcome.report_path}")
     return 0
