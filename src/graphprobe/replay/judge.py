@@ -26,6 +26,7 @@ module creates when one of its floating outputs does.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import os
@@ -171,11 +172,12 @@ def _strip_graphprobe_hooks(module: torch.nn.Module) -> None:
         m._compiled_call_impl = None  # Module.compile(): replay runs the eager forward
 
 
-def _nbytes(module: torch.nn.Module, itemsize: int | None = None) -> int:
+def _copy_bytes(module: torch.nn.Module) -> int:
+    """Bytes of the two copies of ``module``: its own dtypes, and float64."""
     total = 0
-    for t in list(module.parameters()) + list(module.buffers()):
-        size = itemsize if (itemsize and (t.is_floating_point() or t.is_complex())) else t.element_size()
-        total += t.numel() * size
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        size = t.element_size()
+        total += t.numel() * (size + (8 if (t.is_floating_point() or t.is_complex()) else size))
     return total
 
 
@@ -255,19 +257,37 @@ def _clone_tree(value: Any) -> Any:
 
 
 class _Copies:
-    """The two copies of one module used for all of its calls in a step."""
+    """The two copies (its dtypes, float64) of one module, made once per step
+    and shared by the module's replayed submodules (:meth:`sub`): every call
+    sets the buffers of its whole module from its own snapshot first, so a
+    call of a submodule cannot leave state behind for its parent's calls."""
 
     def __init__(self, module: torch.nn.Module) -> None:
         self.native = copy.deepcopy(module)
         _strip_graphprobe_hooks(self.native)
-        self._module = module
         self._f64: torch.nn.Module | None = None
 
     def f64(self) -> torch.nn.Module:
+        """The float64 copy, made on first use."""
         if self._f64 is None:
             device = next((t.device for t in self.native.parameters()), torch.device("cpu"))
             self._f64 = copy.deepcopy(self.native).to(device=_f64_device(device), dtype=torch.float64)
         return self._f64
+
+    def sub(self, rel: str) -> _Copies:
+        """The copies of the submodule at the relative path ``rel``."""
+        if not rel:
+            return self
+        view = _Copies.__new__(_Copies)
+        view.native = self.native.get_submodule(rel)
+        view._f64 = None
+        parent = self
+
+        def f64() -> torch.nn.Module:
+            return parent.f64().get_submodule(rel)
+
+        view.f64 = f64  # type: ignore[method-assign]
+        return view
 
 
 def _fmt(x: float | None) -> str:
@@ -376,25 +396,38 @@ class _Judge:
         for i, (_, site, _) in enumerate(numbered):
             by_module.setdefault(site.path, []).append(i)
         budget_left = STORE.budget - sum(c.nbytes for c in calls)
-        for path, indices in by_module.items():
-            copies: _Copies | str | None = None
-            for i in indices:
-                call, site, n = numbered[i]
-                entry = safe_text(f"Module.{site.path}.{site.cls}.forward.{n}")
-                record: dict[str, Any] = {"module": site.path, "entry": entry, "verdict": NOT_JUDGED, "reason": "",
-                                          "outputs": []}
-                records[i] = record
-                why = self._refusal(call, site)
-                if why:
-                    record["reason"] = why
-                    continue
-                if copies is None:
-                    copies = self._copies(path, budget_left)
-                if isinstance(copies, str):
-                    record["reason"] = copies
-                    continue
-                self._judge_call(call, site, copies, record)
-            del copies
+        # Modules are copied once per step, at the outermost replayed module
+        # (a root); its replayed submodules run on parts of that copy.
+        roots: dict[str, list[str]] = {}
+        for path in by_module:
+            root = next((r for r in roots if path.startswith(r + ".")), path)
+            roots.setdefault(root, []).append(path)
+        for root, paths in roots.items():
+            shared: _Copies | str | None = None
+            for path in paths:
+                copies: _Copies | str | None = None
+                for i in by_module[path]:
+                    call, site, n = numbered[i]
+                    entry = safe_text(f"Module.{site.path}.{site.cls}.forward.{n}")
+                    record: dict[str, Any] = {"module": site.path, "entry": entry, "verdict": NOT_JUDGED,
+                                              "reason": "", "outputs": []}
+                    records[i] = record
+                    why = self._refusal(call, site)
+                    if why:
+                        record["reason"] = why
+                        continue
+                    if copies is None:
+                        if shared is None:
+                            shared = self._copies(root, budget_left)
+                        if isinstance(shared, _Copies):
+                            copies = shared.sub(path[len(root) + 1:] if path != root else "")
+                        else:  # the root could not be copied: this module alone may be
+                            copies = self._copies(path, budget_left) if path != root else shared
+                    if isinstance(copies, str):
+                        record["reason"] = copies
+                        continue
+                    self._judge_call(call, site, copies, record)
+            del shared
         return [records[i] for i in range(len(numbered))]
 
     def _refusal(self, call: Call, site: Site) -> str:
@@ -427,7 +460,7 @@ class _Judge:
         module = self.wiring.modules[path]()
         if module is None:
             return f"not judged: module {path} no longer exists"
-        need = _nbytes(module) + _nbytes(module, 8)
+        need = _copy_bytes(module)
         if need > budget_left:
             return (f"not judged: copies of {path} for replay need {need / 2**20:.1f} MiB, over what is left of the "
                     f"replay memory budget ({max(budget_left, 0) / 2**20:.1f} of {STORE.budget / 2**20:.0f} MiB): "
