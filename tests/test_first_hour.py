@@ -300,3 +300,20 @@ def test_changelog_states_a_version_policy_and_the_current_version() -> None:
     assert "## Version policy" in text and "## Unreleased" in text
     assert f"## {graphprobe.__version__}" in text
     assert "CHANGELOG.md" in (ROOT / "README.md").read_text()
+
+
+def test_demo_run_again_compares_its_own_latest_run(tmp_path: Path) -> None:
+    # An earlier demo's dumps in the demo's folders (the issue: a second `bash scripts/demo.sh` compared
+    # step0/rank10684 with step0/rank12747 and said "2 of 2 ranks diverge").
+    for side in ("eager", "graph"):
+        _pid_dump(tmp_path / "d" / side / "step0" / "pid1", scale=3.0 if side == "graph" else 1.0)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-m", "graphprobe", "demo", "--steps", "1", "--out", str(tmp_path / "d")],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("step0/")]
+    assert re.match(r"step0/pid\d+ ", line) and "pid1 " not in line, proc.stdout
+    assert "rank" not in proc.stdout and "without a partner" not in proc.stdout
+    for side in ("eager", "graph"):
+        assert [p.name for p in (tmp_path / "d" / side / "step0").iterdir()] != ["pid1"]
+        assert not (tmp_path / "d" / side / "step0" / "pid1").exists()
