@@ -48,7 +48,8 @@ def render_index(run: CompareRun) -> str:
             rows.append(f'<tr class="failed"><td>{step}</td><td>{name}</td>'
                         f'<td colspan="{len(_RESULTS) + 2}">FAILED: {html.escape(o.error)}</td></tr>')
             continue
-        counts = "".join(f'<td class="n {r}">{o.counts.get(r, 0)}</td>' for r in _RESULTS)
+        counts = "".join(f'<td class="n {r if o.counts.get(r) else "zero"}">{o.counts.get(r, 0)}</td>'
+                         for r in _RESULTS)
         problem = o.coverage.problem if o.coverage is not None and o.coverage.problem else ""
         first = html.escape(o.first_divergence) if o.first_divergence else "-"
         if problem:
@@ -71,7 +72,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}} td.n{{text-align:
 tr.error td:first-child{{border-left:4px solid {COLOURS['error']}}}
 tr.warning td:first-child{{border-left:4px solid {COLOURS['warning']}}}
 tr.pass td:first-child{{border-left:4px solid {COLOURS['pass']}}}
-tr.failed td{{color:{COLOURS['error']}}} .problem{{color:{COLOURS['error']}}} {colours}
+tr.failed td{{color:{COLOURS['error']}}} .problem{{color:{COLOURS['error']}}} {colours} td.n.zero{{color:#999}}
 </style></head>
 <body>
 <h1>graphprobe compare: {len(run.outcomes)} reports</h1>
