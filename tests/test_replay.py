@@ -497,3 +497,20 @@ def test_cost_benchmark_runs(tmp_path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     text = out.read_text()
     assert "| eager |" in text and "ratio (total per step)" in text
+
+
+def test_model_built_under_inference_mode(write_config, tmp_path) -> None:
+    """Inference tensors have no version counter: their calls are still judged."""
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        model = ThreeBlocks(faulty=0)
+    dumper = AclGraphDumper(write_config(replay=True))
+    dumper.start(model)
+    fn = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with torch.inference_mode():
+        fn(torch.randn(2, 16))
+    dumper.step()
+    dumper.stop()
+    mods = _by_module(_replay_file(str(tmp_path / "dump"), 0))
+    assert mods["blocks.0.proj"]["verdict"] == "creates"
+    assert {m["verdict"] for path, m in mods.items() if path not in ("blocks.0", "blocks.0.proj")} == {"inherits"}

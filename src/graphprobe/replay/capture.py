@@ -120,7 +120,7 @@ class _Store:
             if part == PART_OPEN:
                 call.opened = True
                 keep = list(tensors[: info.inputs + len(info.buffers)])
-                call.param_versions = [int(t._version) for t in tensors[info.inputs + len(info.buffers):]]
+                call.param_versions = [_version(t) for t in tensors[info.inputs + len(info.buffers):]]
             else:
                 call.closed = True
                 keep = list(tensors)
@@ -183,6 +183,15 @@ class _Store:
 
 
 STORE = _Store()
+
+
+def _version(t: torch.Tensor) -> int:
+    """A tensor's version counter; -1 for an inference tensor, which has none
+    (a model built under ``torch.inference_mode()``)."""
+    try:
+        return int(t._version)
+    except RuntimeError:
+        return -1
 
 
 def set_recording(on: bool) -> None:

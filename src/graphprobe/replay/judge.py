@@ -36,7 +36,7 @@ import torch
 
 from graphprobe._ops import _C
 from graphprobe.output_files import make_dirs, write_text_atomic
-from graphprobe.replay.capture import STORE, Call, ReplayWiring, Site, Spec
+from graphprobe.replay.capture import STORE, Call, ReplayWiring, Site, Spec, _version
 from graphprobe.replay.config import ReplayConfig
 from graphprobe.wiring.probe import safe_text
 
@@ -450,7 +450,7 @@ class _Judge:
             params = dict(module.named_parameters())
             for name, version in zip(site.params, call.param_versions):
                 p = params.get(name)
-                if p is None or int(p._version) != version:
+                if p is None or (version >= 0 and _version(p) != version):
                     return (f"not judged: parameter {site.path}.{name} changed between the call and step() (an "
                             "optimizer step before dumper.step()?); replay needs the weights the call used: call "
                             "dumper.step() before optimizer.step()")
