@@ -2,9 +2,13 @@
 
 Each iteration (forward, backward, optimizer step) ends with
 ``dumper.step()``, so the dump holds one ``step{N}`` folder per iteration:
-the forward records of every submodule -- inputs, outputs and the parameters
-the iteration used. Two dump roots compare step by step, so a run that
-drifts shows the step where its parameters first differ.
+for every submodule the forward record (inputs, outputs and the parameters
+the iteration used), the backward record (``Module.{path}.{Class}.backward.{n}``:
+the gradients flowing through it) and the parameter gradients the optimizer
+applies (``Module.{path}.{Class}.parameters_grad.{n}``), in the compiled run from
+probes traced into the compiled backward graph too (statistics.data_mode
+"forward" leaves out the last two). Two dump roots compare step by step, so
+a run that drifts shows the step where its parameters first differ.
 
     python examples/training_loop.py                    # clean: no divergence in any step
     python examples/training_loop.py --fault-step 2     # the compiled run's weight nudged before step 2

@@ -100,6 +100,10 @@ def test_training_loop_names_the_step_whose_weight_was_nudged(tmp_path: Path) ->
     for step in (0, 1):
         assert re.search(rf"^step{step}/pid\d+ .* -$", out, re.M), out
     assert (tmp_path / "graphprobe_training" / "compare" / "index.html").is_file()
+    (dump,) = (tmp_path / "graphprobe_training" / "compiled" / "step0").glob("pid*/dump.json")
+    names = list(json.loads(dump.read_text())["data"])
+    assert "Module.2.Linear.forward.0" in names  # forward records
+    assert "Module.2.Linear.backward.0" in names and "Module.2.Linear.parameters_grad.0" in names  # and backward ones
 
 
 def _free_port() -> int:
