@@ -156,3 +156,34 @@ def test_file_names_are_read_from_the_rightmost_call_index(name, parsed):
 
     got = parse_file_name(name)
     assert (None if got is None else (got.api, got.call, got.io, got.suffix)) == parsed
+
+
+def test_a_call_without_tensors_takes_no_index_in_either_layout(tmp_path):
+    """msprobe numbers a call when its first tensor is saved: ident(3) takes
+    no index, so ident(x) is ident.0 in the aclgraph layout while dump.json
+    calls it ident.1.forward; compare pairs the two."""
+
+    class Ident(torch.nn.Module):
+        def forward(self, x):
+            target.ident(3)
+            return target.ident(x) + 1
+
+    roots = {}
+    for layout in ("aclgraph", "dump_json"):
+        cfg = tmp_path / f"{layout}.json"
+        cfg.write_text(json.dumps({"dump_path": str(tmp_path / layout), "task": "tensor",
+                                   "tensor": {"custom_api": ["custom_api_target.ident"], "layout": layout}}))
+        dumper = graphprobe.AclGraphDumper(str(cfg))
+        dumper.start(Ident())
+        with torch.no_grad():
+            Ident()(torch.ones(2))
+        dumper.step()
+        dumper.stop()
+        roots[layout] = tmp_path / layout
+    (proc,) = os.listdir(roots["aclgraph"] / "step0")
+    assert sorted(os.listdir(roots["aclgraph"] / "step0" / proc / "dump_tensor_data")) == [
+        "ident.0.input.0.pt", "ident.0.output.pt"]
+    run = compare(roots["aclgraph"], roots["dump_json"], tmp_path / "out", html=False, progress=False)
+    (o,) = run.outcomes
+    assert o.counts == {"pass": 2, "warning": 0, "error": 0, "unmatched": 0}
+    assert sorted(_rows(run)) == ["ident.0.forward.input.0", "ident.0.forward.output.0"]

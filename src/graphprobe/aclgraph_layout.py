@@ -16,7 +16,9 @@ ccsrc/aclgraph_dump/aclgraph_dump.cpp (``build_indexed_tensor_path``,
 * ``{call}``: the API's call index, counted per API name from ``start()``
   and never reset by ``step()`` (the counter lives in the C++ extension and
   only the statistics task clears it): step 0 holds ``linear.0.*``, step 1
-  ``linear.1.*`` (the guide's example shows the same).
+  ``linear.1.*`` (the guide's example shows the same). A call takes an index
+  when its first tensor is saved (``is_call_start``), so a call without
+  tensors (or run while the switch is off) takes none.
 * ``{io}[.{i}]``: ``input.{i}`` (positional arguments, nested ones
   ``input.{i}.{j}``), ``input_kwargs.{key}``, ``output`` for a result that is
   one tensor and ``output.{i}`` for a tuple or list.
@@ -57,7 +59,6 @@ _API_ENTRY = re.compile(r"(.+)\.(0|[1-9][0-9]*)\.forward")
 # The call index and the part; the rightmost match wins (module paths may
 # hold ".0.output." themselves: encoder.layer.0.output.dense).
 _IO = re.compile(r"\.(0|[1-9][0-9]*)\.(input_kwargs|input|output|parameters)(?=\.|$)")
-IO_PARTS = ("input", "input_kwargs", "output", "parameters")
 
 
 def safe_file_stem(text: str) -> str:
@@ -107,8 +108,8 @@ class CallCounter:
         self._next: dict[str, int] = {}
 
     def advance(self, calls: dict[str, int]) -> dict[str, int]:
-        """Takes one step's calls per API (the highest per-step index + 1);
-        returns each API's offset for this step."""
+        """Takes one step's number of calls (with files) per API; returns
+        each API's offset for this step."""
         offsets = {api: self._next.get(api, 0) for api in calls}
         for api, count in calls.items():
             self._next[api] = offsets[api] + count
@@ -133,18 +134,22 @@ def _records(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], d
 def _renames(doc: dict[str, Any], counter: CallCounter) -> list[tuple[str, str]]:
     """(data_name, aclgraph file name) of every tensor file of one dump.json."""
     calls: list[tuple[str, int, dict[str, Any]]] = []
-    counts: dict[str, int] = {}
     for entry, parts in (doc.get("data") or {}).items():
         named = entry_api(entry)
         if named is None or not isinstance(parts, dict):
             continue
-        api, n = named
-        calls.append((api, n, parts))
-        counts[api] = max(counts.get(api, 0), n + 1)
+        if any(_records(parts.get(p), ()) for p in ("input_args", "input_kwargs", "output", "parameters")):
+            calls.append((named[0], named[1], parts))  # only calls with a file take an index (msprobe)
+    # Each API's calls in call order, numbered 0, 1, ... within the step.
+    rank: dict[tuple[str, int], int] = {}
+    counts: dict[str, int] = {}
+    for api, n in sorted((api, n) for api, n, _ in calls):
+        rank[(api, n)] = counts.get(api, 0)
+        counts[api] = rank[(api, n)] + 1
     offsets = counter.advance(counts)
     out = []
     for api, n, parts in calls:
-        stem = f"{safe_file_stem(api)}.{offsets[api] + n}"
+        stem = f"{safe_file_stem(api)}.{offsets[api] + rank[(api, n)]}"
         for part, io in (("input_args", "input"), ("input_kwargs", "input_kwargs"), ("output", "output"),
                          ("parameters", "parameters")):
             value = parts.get(part)

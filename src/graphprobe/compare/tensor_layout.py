@@ -12,9 +12,9 @@ real-data metrics (compare/tensors.py) read the files:
 
 * a file's entry is ``{api}.forward.{n}`` for ``Module.*`` APIs and
   ``{api}.{n}.forward`` for the others (the dump.json names of the same
-  calls); ``n`` is the file's call index less the smallest call index of that
-  API in the folder, because msprobe counts calls from ``start()`` over all
-  steps and dump.json counts them per step;
+  calls); ``n`` is the position of the file's call index among that API's
+  call indices in the folder (0, 1, ...), because msprobe counts calls from
+  ``start()`` over all steps, and only calls that saved a tensor;
 * ``input.{i}`` → ``input_args[i]`` (nested ``input.{i}.{j}``),
   ``input_kwargs.{key}`` → ``input_kwargs[key]``, ``output`` and
   ``output.{i}`` → ``output[0]`` and ``output[i]``, ``parameters.{name}``
@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from graphprobe.aclgraph_layout import ACLGRAPH_TENSOR_DIRS, parse_file_name
+from graphprobe.aclgraph_layout import ACLGRAPH_TENSOR_DIRS, entry_api, parse_file_name
 
 __all__ = ["aclgraph_tensor_dir", "build_dump_json", "prepare_sides"]
 
@@ -122,13 +122,14 @@ def build_dump_json(tensor_dir: Path) -> dict[str, Any]:
         except OSError:
             continue
         files.append((parsed, name, mtime))
-    first_call: dict[str, int] = {}
+    calls: dict[str, list[int]] = {}
     for parsed, _, _ in files:
-        first_call[parsed.api] = min(first_call.get(parsed.api, parsed.call), parsed.call)
+        calls.setdefault(parsed.api, []).append(parsed.call)
+    position = {(api, call): i for api, found in calls.items() for i, call in enumerate(sorted(set(found)))}
     entries: dict[str, dict[str, Any]] = {}
     written: dict[str, int] = {}
     for parsed, name, mtime in files:
-        n = parsed.call - first_call[parsed.api]
+        n = position[(parsed.api, parsed.call)]
         entry = f"{parsed.api}.forward.{n}" if parsed.api.startswith("Module.") else f"{parsed.api}.{n}.forward"
         record = _tensor_record(tensor_dir / name, torch)
         if record is None:
@@ -178,6 +179,33 @@ def _tensors_only(value: Any) -> Any:
     return None
 
 
+def _calls_with_tensors(data: dict[str, Any]) -> dict[str, Any]:
+    """dump.json's calls as the aclgraph layout numbers them: calls without
+    a tensor file left out, the others of each API numbered 0, 1, ... in
+    call order; entries of other forms (backward) kept; tensors only; the
+    order of ``data`` kept."""
+    entries: list[tuple[str, tuple[str, int] | None, dict[str, Any]]] = []
+    for entry, parts in data.items():
+        if not isinstance(parts, dict):
+            continue
+        parts = {part: _tensors_only(v) for part, v in parts.items()}
+        named = entry_api(entry)
+        if named is None or any(parts.values()):
+            entries.append((entry, named, parts))
+    position: dict[tuple[str, int], int] = {}
+    counts: dict[str, int] = {}
+    for api, n in sorted(named for _, named, _ in entries if named is not None):
+        position[(api, n)] = counts.get(api, 0)
+        counts[api] = position[(api, n)] + 1
+    out: dict[str, Any] = {}
+    for entry, named, parts in entries:
+        if named is not None:
+            api, m = named[0], position[named]
+            entry = f"{api}.forward.{m}" if entry.startswith("Module.") else f"{api}.{m}.forward"
+        out[entry] = parts
+    return out
+
+
 def _mirror_dump_json(folder: Path, into: Path) -> None:
     """A dump.json-layout folder compared with an aclgraph-layout one: only
     what both layouts hold is compared (tensors; not requires_grad, not
@@ -187,8 +215,7 @@ def _mirror_dump_json(folder: Path, into: Path) -> None:
         doc = json.load(f)
     data = doc.get("data")
     if isinstance(data, dict):
-        doc["data"] = {entry: ({part: _tensors_only(v) for part, v in parts.items()} if isinstance(parts, dict)
-                               else parts) for entry, parts in data.items()}
+        doc["data"] = _calls_with_tensors(data)
     (into / _DUMP).write_text(json.dumps(doc), encoding="utf-8")
     if (folder / _DATA_DIR).exists():
         os.symlink((folder / _DATA_DIR).resolve(), into / _DATA_DIR)
