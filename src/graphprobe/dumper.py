@@ -43,6 +43,9 @@ from graphprobe.dump_folder import (
 )
 from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
 from graphprobe.module_names import check_module_names
+from graphprobe import aclgraph_layout as _aclgraph
+from graphprobe.wiring import custom_api as _custom_api
+from graphprobe.wiring import slicing as _slicing
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 from graphprobe.wiring.backward import record_parameter_grads
@@ -154,6 +157,7 @@ class AclGraphDumper:
         self._config_mtime = self._mtime()
         self._warned_empty = False  # the "step recorded nothing" warning is given once
         self._switched_off = False  # the switch was off at some point since the last step()
+        self._aclgraph_calls: _aclgraph.CallCounter | None = None  # tensor.layout "aclgraph": call indices
 
     @property
     def step_number(self) -> int:
@@ -188,6 +192,8 @@ class AclGraphDumper:
                 "another AclGraphDumper is started in this process (it records into "
                 f"{other.config.dump_path!r}); call its stop() first: one dumper records at a time")
         rank = current_rank()
+        # tensor.custom_api paths are resolved before anything is wired: a bad one raises here.
+        custom_targets = [_custom_api.resolve(i, path) for i, path in enumerate(self.config.custom_api)]
         self._started_once = True
         self._selected = rank is None or self.config.selects_rank(rank)
         if not self._selected:
@@ -216,13 +222,19 @@ class AclGraphDumper:
         if self.config.records_modules:
             modules = ModuleWiring(model, self.config.keywords, grads=self.config.records_grads)
             wired.wiring.append(modules)
-            if not modules.entries and not self.config.records_apis:
+            if not modules.entries and not self.config.records_apis and not custom_targets:
                 warnings.warn(f"graphprobe: start(): {_no_module_cause(model, self.config)}", RuntimeWarning,
                               stacklevel=2)
         if self.config.records_apis:
             wired.wiring.append(ApiWiring(model, self.config.keywords))
         if self.config.replay is not None:  # "replay": keeps module calls to re-run at step() (graphprobe.replay)
             wired.wiring.append(ReplayWiring(model, self.config.replay))
+        if self.config.slices:  # statistics task only (config.py)
+            wired.wiring.append(_slicing.SliceWiring(self.config.slices))
+        if custom_targets:
+            wired.wiring.append(_custom_api.CustomApiWiring(custom_targets))
+        if self.config.task == "tensor" and self.config.tensor_layout == "aclgraph":
+            self._aclgraph_calls = _aclgraph.CallCounter()
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
         self._failed_records_base = _C.writer_stats()["failed_records"]
         _C.set_enabled(self._enabled)
@@ -285,6 +297,8 @@ class AclGraphDumper:
                 if errors:  # both are reported
                     raise DumpWriteError(errors) from exc
                 raise
+            if self._aclgraph_calls is not None and summary.get("written"):
+                errors = "\n".join(filter(None, [errors, self._file_aclgraph_layout(step_dir, summary["write_seq"])]))
         switched_off, self._switched_off = self._switched_off, not self._enabled
         if summary["write_seq"] >= 0 and self._wired is not None:
             # The writer runs step jobs in order: the latest covers the earlier.
@@ -297,6 +311,15 @@ class AclGraphDumper:
             self._warn_if_nothing_recorded(summary, switched_off)
         if errors:
             raise DumpWriteError(errors)
+
+    def _file_aclgraph_layout(self, step_dir: str, seq: int) -> str:
+        """``tensor.layout: "aclgraph"``: waits for this step's files (as
+        msprobe's step() does) and gives them msprobe's aclgraph names
+        (graphprobe/aclgraph_layout.py); returns the failures."""
+        _C.writer_wait(seq)
+        if self._aclgraph_calls is None or not os.path.isfile(os.path.join(step_dir, "dump.json")):
+            return ""  # the write failed: the writer reports it
+        return "\n".join(_aclgraph.convert_process_folder(step_dir, self._aclgraph_calls))
 
     def enable(self, on: bool = True) -> None:
         """The live switch: turns recording off or on between iterations,
