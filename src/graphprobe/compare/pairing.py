@@ -276,7 +276,8 @@ def _pair_procs(step: int | None, target: list[_Proc], bench: list[_Proc], out: 
     def add_one(t: _Proc, b: _Proc) -> None:
         # A rank on either side names the pair; else the target's pid; two
         # plain files are msprobe's single-process compare, "rank0".
-        named = next((p for p in (t, b) if p.kind == "rank"), None) or next((p for p in (t, b) if p.kind == "pid"), None)
+        named = (next((p for p in (t, b) if p.kind == "rank"), None)
+                 or next((p for p in (t, b) if p.kind == "pid"), None))
         if named is None:
             add(t, b, "rank", "0")
         else:

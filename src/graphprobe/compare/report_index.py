@@ -3,9 +3,10 @@ a compare -- one row per step x rank (or pid) -- with its verdict counts, its
 first divergence and what had no partner.
 
 Written by :func:`graphprobe.compare.compare` when it writes two or more
-HTML reports (a single pair's report is its own index), atomically, over the index of an earlier compare into the same folder: the
-index lists the latest compare's reports (the earlier ones stay, under their
-own time-stamped names).
+HTML reports (a single pair's report is its own index), atomically, over
+the index of an earlier compare into the same folder: the index lists the
+latest compare's reports (the earlier ones stay, under their own
+time-stamped names).
 """
 
 from __future__ import annotations

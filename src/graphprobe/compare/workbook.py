@@ -25,7 +25,8 @@ from pathlib import Path
 
 from graphprobe.output_files import FILE_MODE, temporary_name
 
-__all__ = ["MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path", "write_workbook", "write_workbooks"]
+__all__ = ["MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path", "write_workbook",
+           "write_workbooks"]
 
 #: Rows of one sheet, the header included (Excel's limit).
 MAX_SHEET_ROWS = 1_048_576
