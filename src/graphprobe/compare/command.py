@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
     add_msprobe_flags(p)
     p.add_argument("--fail-on", choices=FAIL_ON_LEVELS,
                    help="exit with 1 on: error (error rows, a first divergence, nothing compared, a side empty or "
-                        "short); unmatched (also unmatched rows, steps/ranks without a partner); warning (also "
+                        "short); unmatched (also unmatched rows, steps/ranks/pids without a partner); warning (also "
                         "warning rows)")
     p.add_argument("--input-error-pct", type=_pct, default=defaults.get("input_error_pct"), metavar="PCT",
                    help="error rule: every input NormRelativeErr below this (default: %(default)s)")

@@ -49,7 +49,7 @@ def fail_on_reasons(run: CompareRun, level: str) -> list[str]:
         if strict >= needs and total:
             reasons.append(f"{total} row(s) with Result {shown}")
     if run.unpaired:
-        reasons.append(f"{len(run.unpaired)} step(s)/rank(s) without a partner: "
+        reasons.append(f"{len(run.unpaired)} step(s)/rank(s)/pid(s) without a partner: "
                        + ", ".join(f"{u.side} {u.what}" for u in run.unpaired[:5])
                        + (" ..." if len(run.unpaired) > 5 else ""))
     return reasons
