@@ -426,7 +426,11 @@ class _Judge:
                     if isinstance(copies, str):
                         record["reason"] = copies
                         continue
-                    self._judge_call(call, site, copies, record)
+                    try:
+                        self._judge_call(call, site, copies, record)
+                    except Exception as exc:  # one call that cannot be judged must not cost the others
+                        record.update(verdict=NOT_JUDGED, outputs=[],
+                                      reason=f"not judged: replay failed ({type(exc).__name__}: {exc})")
             del shared
         return [records[i] for i in range(len(numbered))]
 
@@ -553,7 +557,6 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
-
 
 
 def replay_at_step(wiring: list[Any], config: ReplayConfig | None, step_dir: str | None) -> None:
