@@ -14,13 +14,18 @@ Works with the dumps only: neither torch nor graphprobe's engine is imported
 for statistics dumps. When both dumps of a pair are tensor dumps (records with
 ``data_name``, files under ``dump_tensor_data/``), the tensor files are
 compared too (:mod:`graphprobe.compare.tensors`; this imports torch).
-Each pair gives ``compare_result_{rank}_{timestamp}.csv`` (msprobe's
+Each pair gives ``compare_result_{tag}_{timestamp}.csv`` (``{tag}``: ``R``
+for ``rank{R}`` folders, ``pid{P}`` for single-process folders; msprobe's
 statistics columns, or for tensor dumps its real-data columns -- or, with
 ``tensor_layout="graphprobe"``, the statistics columns with the real-data
 ones appended -- then ``Match`` and ``First Divergence``) and, unless
 ``html=False``,
-``compare_report_{rank}_{timestamp}.html``. When two dump roots are compared
+``compare_report_{tag}_{timestamp}.html``, and a compare of several pairs
+an ``index.html`` linking every report. When two dump roots are compared
 the files go to ``{output_dir}/step{N}/``, otherwise to ``output_dir``.
+Several pid folders in one step are not paired by a guess: see
+``pid_pairing`` and :mod:`graphprobe.compare.pairing`. The .xlsx workbook of
+a CSV (``graphprobe compare --xlsx``): :func:`graphprobe.compare.workbook.write_workbook`.
 Existing files are never replaced: when a name is taken (another compare in
 the same second), ``_{k}`` is appended to the timestamp.
 Pairs are compared in parallel worker processes.
