@@ -7,7 +7,10 @@ Variants, each a fresh dumper on the same model and input, under ``torch.no_grad
   replayed, in its dtype and in float64, at ``step()``).
 
 Per variant and mode (eager; ``torch.compile`` with ``--backend``) one step is ``model(x)`` then
-``dumper.step()``; the forward and the step are timed apart. The two variants alternate over
+``dumper.step()``; the forward and the step are timed apart, and the writer is waited for before each
+``step()`` (untimed: the previous step's dump.json is written in the background during a real
+iteration), so that ``step()`` is what the caller's thread pays. The replay part of ``step()`` (the
+re-runs, errors and replay.json) is also timed on its own. The two variants alternate over
 ``--rounds`` rounds (each round starts its dumper again, so compiled variants compile again: the
 first step is not timed), and the reported ratio is the median over rounds of (L0+replay / L0) per
 step, measured side by side in the same minutes: a ratio carries over to another machine, an
@@ -31,6 +34,7 @@ from typing import Any
 import torch
 
 import graphprobe
+import graphprobe.replay.judge as replay_judge
 from graphprobe.demo.model import build_demo_model
 
 __all__ = ["measure"]
@@ -49,22 +53,39 @@ def _variant(model: torch.nn.Module, x: torch.Tensor, replay: bool, backend: str
     dumper = graphprobe.AclGraphDumper(config)
     dumper.start(model)
     fn = model if backend is None else torch.compile(model, backend=backend, fullgraph=True)
-    forward, step = [], []
-    with torch.no_grad():
-        fn(x)  # compiles
-        dumper.step()
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            fn(x)
-            t1 = time.perf_counter()
+    forward, step, judged = [], [], []
+    judge_step = replay_judge.judge_step
+
+    def timed_judge(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return judge_step(*args, **kwargs)
+        finally:
+            judged.append(time.perf_counter() - t)
+
+    replay_judge.judge_step = timed_judge  # type: ignore[assignment]
+    try:
+        with torch.no_grad():
+            fn(x)  # compiles
             dumper.step()
-            t2 = time.perf_counter()
-            forward.append(t1 - t0)
-            step.append(t2 - t1)
-    dumper.stop()
+            judged.clear()
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                fn(x)
+                t1 = time.perf_counter()
+                graphprobe.flush()
+                t2 = time.perf_counter()
+                dumper.step()
+                t3 = time.perf_counter()
+                forward.append(t1 - t0)
+                step.append(t3 - t2)
+        dumper.stop()
+    finally:
+        replay_judge.judge_step = judge_step  # type: ignore[assignment]
     shutil.rmtree(folder, ignore_errors=True)
     return {"forward": statistics.median(forward), "step": statistics.median(step),
-            "total": statistics.median(f + s for f, s in zip(forward, step))}
+            "total": statistics.median(f + s for f, s in zip(forward, step)),
+            "replay": statistics.median(judged) if judged else 0.0}
 
 
 def measure(steps: int, rounds: int, backend: str | None) -> list[dict[str, Any]]:
@@ -88,7 +109,7 @@ def measure(steps: int, rounds: int, backend: str | None) -> list[dict[str, Any]
                 "mode": "eager" if mode is None else f"torch.compile({mode}, fullgraph)",
                 "L0": {k: statistics.median(v[k] for v in per["L0"]) for k in ("forward", "step", "total")},
                 "L0+replay": {k: statistics.median(v[k] for v in per["L0+replay"]) for k in ("forward", "step",
-                                                                                                 "total")},
+                                                                                                 "total", "replay")},
                 "ratios": ratios,
                 "ratio": statistics.median(ratios),
                 "forward_ratio": statistics.median(forward_ratios),
@@ -111,21 +132,22 @@ def render(rows: list[dict[str, Any]], steps: int, rounds: int) -> str:
         f"{torch.get_num_threads()}, torch {torch.__version__}. Variants alternate per round; times are medians "
         "(ms per step), the ratio is the median over rounds of the per-round ratio (L0+replay / L0).",
         "",
-        "| mode | L0 forward | L0 step() | L0+replay forward | L0+replay step() | forward ratio (keep op) | "
-        "replay ms per call | ratio (total per step) | per-round ratios |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| mode | L0 forward | L0 step() | L0+replay forward | L0+replay step() | of which replay | "
+        "forward ratio (keep op) | replay ms per module | ratio (total per step) | per-round ratios |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         a, b = row["L0"], row["L0+replay"]
-        per_call = (b["step"] - a["step"]) / calls * 1e3
+        per_call = b["replay"] / calls * 1e3
         lines.append(f"| {row['mode']} | {a['forward'] * 1e3:.2f} | {a['step'] * 1e3:.2f} | {b['forward'] * 1e3:.2f} "
-                     f"| {b['step'] * 1e3:.2f} | {row['forward_ratio']:.2f}x | {per_call:.2f} | "
-                     f"**{row['ratio']:.1f}x** | " + " / ".join(f"{r:.1f}" for r in row["ratios"]) + " |")
+                     f"| {b['step'] * 1e3:.2f} | {b['replay'] * 1e3:.2f} | {row['forward_ratio']:.2f}x | "
+                     f"{per_call:.2f} | **{row['ratio']:.1f}x** | " + " / ".join(f"{r:.1f}" for r in row["ratios"])
+                     + " |")
     lines += [
         "",
         "Where the time goes: the forward pays the keep op's copies (inputs, buffers, outputs of every "
-        "submodule); `step()` pays, per call, two module copies (`copy.deepcopy`, once per module per step), one "
-        "eager and one float64 forward, and the error norms. Every module of the model is replayed here "
+        "submodule); `step()` pays the module copies (`copy.deepcopy` of each outermost module, twice per "
+        "step) and, per call, one eager and one float64 forward and the error norms. Every module of the model is replayed here "
         "(`\"replay\": true`); narrowing `replay.list` to the first divergent module and its submodules, as "
         "`graphprobe diagnose` does, scales the step() part down with the number of replayed calls.",
         "",
