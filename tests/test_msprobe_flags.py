@@ -153,3 +153,18 @@ def test_pyproject_offers_the_xlsx_extra() -> None:
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("openpyxl") for d in project["optional-dependencies"]["xlsx"])
+
+
+def test_a_workbook_that_cannot_be_written_is_an_error_not_a_silence(tmp_path: Path, capsys, monkeypatch) -> None:
+    import graphprobe.compare.workbook as wb
+
+    def full_disk(csv_path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(wb, "write_workbook", full_disk)
+    t, b = _pair(tmp_path)
+    code, out, err = cli(capsys, "compare", "-tp", str(t), "-gp", str(b), "-o", str(tmp_path / "o"), "--xlsx", "-q")
+    assert code == 2
+    assert "(xlsx not written)" in out
+    assert "step0/rank0: cannot write" in err and ".xlsx" in err and "No space left on device" in err
+    assert list((tmp_path / "o" / "step0").glob("*.csv"))  # the CSV is kept
