@@ -200,3 +200,22 @@ def test_the_slice_example_config(tmp_path, read_step):
     dumper.stop()
     _check(_record(str(tmp_path / "dump"), read_step, 0), x[:, :1000])
     _check(_record(str(tmp_path / "dump"), read_step, 1), x[:, :1000])
+
+
+def test_size_is_checked_on_every_call_under_dynamic_shapes(write_config, read_step, tmp_path):
+    """dynamic=True: one graph for every length; the size condition is a guard
+    or a symbolic check, never the traced length frozen in."""
+    model = Two()
+    dumper = graphprobe.AclGraphDumper(write_config(statistics={"slice": [{"size": 60, "end": 4},
+                                                                          {"dim": 1, "begin": -2}]}))
+    dumper.start(model)
+    compiled = torch.compile(model, backend="aot_eager", dynamic=True, fullgraph=True)
+    inputs = [torch.randn(n, 8, generator=torch.Generator().manual_seed(n)) for n in (60, 50, 70, 60)]
+    with torch.no_grad():
+        for x in inputs:
+            compiled(x)
+            dumper.step()
+    dumper.stop()
+    for step, x in enumerate(inputs):
+        want = x[:4, -2:] if x.shape[0] == 60 else x[:, -2:]
+        _check(_record(str(tmp_path / "dump"), read_step, step), want)
