@@ -116,6 +116,13 @@ def test_repro_module_save_never_raises(tmp_path, monkeypatch):
     assert info["class"] == "Linear" and info["pickled"]
     back = torch.load(tmp_path / "m" / "module.pt", weights_only=False)
     assert torch.equal(back.weight, model[0].weight)
+    # A hook that cannot be pickled (a local function): saved without hooks, and said so.
+    model[0].register_forward_hook(lambda mod, args, out: out * 2)
+    save_repro_module(model)
+    info = json.loads((tmp_path / "m" / "module.json").read_text())
+    assert info["pickled"] and info["hooks_dropped"] and "pickle" in info["pickle_error"].lower()
+    back = torch.load(tmp_path / "m" / "module.pt", weights_only=False)
+    assert not back._forward_hooks and len(model[0]._forward_hooks) == 1  # the user's module keeps its hook
 
 
 # ----------------------------------------------------------------------------- stages with a fake command
@@ -237,12 +244,24 @@ def test_cli_usage_errors(capsys):
     assert "--reference-cmd" in capsys.readouterr().err
 
 
+def test_out_folder_of_something_else_is_refused(tmp_path, capsys):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "mine.txt").write_text("keep")
+    assert main(["diagnose", "-o", str(tmp_path / "o"), "--", PY, "-c", "pass"]) == 2
+    assert "mine.txt" in capsys.readouterr().err and (tmp_path / "o" / "mine.txt").read_text() == "keep"
+
+
 def test_failing_command_is_reported_with_its_log(tmp_path, capsys):
     code = main(["diagnose", "-o", str(tmp_path / "o"), "--no-bisect", "--", PY, "-c", "import sys; sys.exit(3)"])
     assert code == 2
     d = json.loads((tmp_path / "o" / "diagnosis.json").read_text())
     assert "exit code 3" in d["error"] and d["commands"][0]["exit_code"] == 3
     assert d["commands"][0]["env"]["TORCHDYNAMO_DISABLE"] == "1"
+    # Run again into the same OUT: the earlier diagnose's files are replaced, not mixed in.
+    (tmp_path / "o" / "runs" / "stale").mkdir(parents=True)
+    assert main(["diagnose", "-o", str(tmp_path / "o"), "--no-bisect", "--", PY, "-c", "import sys; sys.exit(3)"]) == 2
+    assert not (tmp_path / "o" / "runs" / "stale").exists()
+    assert len(json.loads((tmp_path / "o" / "diagnosis.json").read_text())["commands"]) == 1
 
 
 # ----------------------------------------------------------------------------- acceptance: the real thing

@@ -10,14 +10,16 @@ empty value counts as unset.
 ``GRAPHPROBE_REPRO_MODULE=NAME`` with ``GRAPHPROBE_REPRO_DIR=DIR``: at
 ``start()`` the dumper saves the submodule NAME of the model (dotted path,
 as in record names) into DIR for a bug-report repro: ``module.pt`` (the
-whole module, pickled), ``state_dict.pt`` and ``module.json`` (class,
-import path, the source of classes defined in the script's ``__main__`` and
-the simple constants they read). Saving never raises into the user's
+whole module, pickled; without its hooks when they cannot be pickled),
+``state_dict.pt`` and ``module.json`` (class, import path, the source of
+classes defined in the script's ``__main__`` and the simple constants they
+read, the compile options the script changed). Saving never raises into the user's
 script: a failure is a warning.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import os
@@ -33,6 +35,12 @@ CONFIG_ENV = "GRAPHPROBE_CONFIG"
 REPRO_MODULE_ENV = "GRAPHPROBE_REPRO_MODULE"
 #: Where that submodule is saved.
 REPRO_DIR_ENV = "GRAPHPROBE_REPRO_DIR"
+
+
+#: The hook dicts of a torch.nn.Module emptied when the module cannot be pickled with them.
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_state_dict_hooks", "_load_state_dict_pre_hooks", "_forward_hooks_with_kwargs",
+               "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs")
 
 
 def config_path_from_env(config_path: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
@@ -113,6 +121,18 @@ def save_repro_module(model: Any) -> None:
             info["pickled"] = True
         except Exception as e:  # noqa: BLE001  a module holding a lambda, a lock ...: the repro explains
             info["pickle_error"] = f"{type(e).__name__}: {e}"
+            # Hooks are the usual cause (a local function); a copy without them still rebuilds the module.
+            try:
+                bare = copy.deepcopy(module)
+                for sub in bare.modules():
+                    for name in _HOOK_DICTS:
+                        if isinstance(getattr(sub, name, None), dict):
+                            getattr(sub, name).clear()
+                torch.save(bare, os.path.join(folder, "module.pt"))
+                info["pickled"] = True
+                info["hooks_dropped"] = True
+            except Exception:  # noqa: BLE001  kept as pickle_error above
+                pass
         info["main_sources"], info["main_constants"] = _main_sources(module)
         info["compile_config"] = _compile_config()
         with open(os.path.join(folder, "module.json"), "w", encoding="utf-8") as f:

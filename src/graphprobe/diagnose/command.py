@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from graphprobe._cli_types import int_at_least
@@ -59,8 +60,13 @@ def run(args: argparse.Namespace) -> int:
         if not reference:
             print("graphprobe diagnose: error: --reference-cmd is empty", file=sys.stderr)
             return 2
-    from graphprobe.diagnose.pipeline import DiagnoseOptions, diagnose
+    from graphprobe.diagnose.pipeline import DiagnoseOptions, OutFolderError, diagnose, prepare_out
 
+    try:
+        prepare_out(Path(args.out).resolve())
+    except (OutFolderError, OSError) as e:
+        print(f"graphprobe diagnose: error: {e}", file=sys.stderr)
+        return 2
     code, _ = diagnose(DiagnoseOptions(command=cmd, out=args.out, reference_command=reference, level=args.level,
                                        steps=args.steps, bisect=not args.no_bisect, timeout=args.timeout))
     return code

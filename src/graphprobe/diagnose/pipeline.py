@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -13,8 +14,37 @@ from graphprobe.diagnose.replay_files import ReplayFormatError
 from graphprobe.diagnose.report import SCHEMA_VERSION, write_reports
 from graphprobe.diagnose.screen import StageError
 
-__all__ = ["DiagnoseOptions", "diagnose", "find_kernels"]
+__all__ = ["DiagnoseOptions", "OutFolderError", "diagnose", "find_kernels", "prepare_out"]
 
+
+
+#: What diagnose writes into OUT; an earlier diagnose's are replaced.
+OWN_ENTRIES = ("runs", "logs", "compare", "repro", "diagnosis.json", "summary.txt", "report.html")
+
+
+class OutFolderError(ValueError):
+    """OUT holds files that are not an earlier diagnose's."""
+
+
+def prepare_out(out: Path) -> None:
+    """Creates OUT, or empties an earlier diagnose's OUT (its runs' dumps
+    would otherwise sit next to this run's and be paired with them);
+    refuses a folder holding anything else."""
+    if out.exists() and not out.is_dir():
+        raise OutFolderError(f"-o {out}: exists and is not a folder")
+    if out.is_dir():
+        other = sorted(p.name for p in out.iterdir() if p.name not in OWN_ENTRIES)
+        if other:
+            raise OutFolderError(f"-o {out}: the folder holds files that are not an earlier diagnose's "
+                                 f"({', '.join(other[:5])}{' ...' if len(other) > 5 else ''}); choose a new or empty "
+                                 "folder")
+        for name in OWN_ENTRIES:
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
 
 
 def find_kernels(runner: Runner, out: Path, command: list[str], module: str, outputs: int) -> tuple[list[str], str]:
@@ -59,13 +89,14 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
     """Runs the stages; returns (exit code, diagnosis). Exit code: 0 nothing
     diverges, 1 a divergence was diagnosed, 2 a stage could not run (the
     diagnosis then holds ``error``). diagnosis.json, summary.txt and
-    report.html are written in every case."""
+    report.html are written in every case. Raises OutFolderError when
+    ``opts.out`` holds files that are not an earlier diagnose's."""
     from graphprobe.diagnose.attribute import attribute
     from graphprobe.diagnose.screen import screen
 
     say = say or say_to(sys.stdout)
     out = Path(opts.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(out)
     runner = Runner(out / "logs", opts.timeout)
     d: dict[str, Any] = {"version": SCHEMA_VERSION, "command": opts.command, "reference_command":
                          opts.reference_command, "level": opts.level, "steps": opts.steps, "conclusion": "",

@@ -135,8 +135,12 @@ def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path,
     write_text_atomic(str(folder / "repro.py"), text)
     readme = [f"graphprobe diagnose repro: module {origin.module} ({cls}), call {origin.entry}.",
               "Run: python repro.py   (eager vs compiled vs float64 on the recorded inputs)"]
+    if info.get("hooks_dropped"):
+        readme.append("The module's hooks could not be pickled and were left out of module.pt "
+                      f"({info.get('pickle_error')}): a fault in a hook does not show in the repro.")
     if missing:
         readme.append("Missing: " + "; ".join(missing) + ".")
     write_text_atomic(str(folder / "README.txt"), "\n".join(readme) + "\n")
     return {"folder": str(folder), "script": str(folder / "repro.py"), "missing": missing,
+            "hooks_dropped": bool(info.get("hooks_dropped")),
             "rebuildable": bool(info.get("pickled")) and not missing}
