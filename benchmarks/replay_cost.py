@@ -147,7 +147,8 @@ def render(rows: list[dict[str, Any]], steps: int, rounds: int) -> str:
         "",
         "Where the time goes: the forward pays the keep op's copies (inputs, buffers, outputs of every "
         "submodule); `step()` pays the module copies (`copy.deepcopy` of each outermost module, twice per "
-        "step) and, per call, one eager and one float64 forward and the error norms. Every module of the model is replayed here "
+        "step) and, per call, one eager and one float64 forward and the error norms. Every module of the model is "
+        "replayed here "
         "(`\"replay\": true`); narrowing `replay.list` to the first divergent module and its submodules, as "
         "`graphprobe diagnose` does, scales the step() part down with the number of replayed calls.",
         "",

@@ -168,7 +168,8 @@ def test_inductor_relu_fault_creates_at_the_relu(write_config, tmp_path) -> None
     assert act["verdict"] == "creates", act
     # The bug computes x + 1 instead of relu(x): the error computed here from the kept input.
     h = model.blocks[0].fc1(x).detach()
-    expected = float(torch.linalg.vector_norm((h + 1 - h.relu()).double()) / torch.linalg.vector_norm(h.relu().double()))
+    diff, ref = (h + 1 - h.relu()).double(), h.relu().double()
+    expected = float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(ref))
     assert act["outputs"][0]["local_error"] == pytest.approx(expected, rel=1e-4)
     assert mods["blocks.0.fc1"]["verdict"] == "inherits"
     assert mods["blocks.0.proj"]["verdict"] == "inherits"

@@ -160,7 +160,8 @@ class _Store:
             return waiting.popleft()
         call = Call(site)
         self.calls.append(call)
-        self.missing.setdefault((site, PART_CLOSE if part == PART_OPEN else PART_OPEN), collections.deque()).append(call)
+        other = PART_CLOSE if part == PART_OPEN else PART_OPEN
+        self.missing.setdefault((site, other), collections.deque()).append(call)
         return call
 
     def take(self) -> list[Call]:

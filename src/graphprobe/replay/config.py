@@ -47,7 +47,8 @@ def _error(kind: type[Exception], where: str, value: Any, allowed: str) -> Excep
     return kind(f"config field '{where}': got {value!r} ({type(value).__name__}); allowed: {allowed}")
 
 
-def parse_replay(value: Any, level: str, type_error: type[Exception], value_error: type[Exception]) -> ReplayConfig | None:
+def parse_replay(value: Any, level: str, type_error: type[Exception],
+                 value_error: type[Exception]) -> ReplayConfig | None:
     """Validates the ``replay`` value of a config; None when replay is off.
 
     ``type_error`` and ``value_error`` are the config's error classes (so
