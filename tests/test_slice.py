@@ -69,6 +69,7 @@ CASES = [
     ([{"end": 30}, {"dim": 1, "end": 3}, {"begin": 40}], X[40:, :3]),
     ([{"dim": 2, "end": 1}], X),  # no dim 2: skipped
     ([{}], X),  # an empty rule does nothing
+    ([{"end": 4}, {}], X[:4]),  # and is skipped: not a rule on dim 0 replacing the first (msprobe)
 ]
 
 
@@ -219,3 +220,34 @@ def test_size_is_checked_on_every_call_under_dynamic_shapes(write_config, read_s
     for step, x in enumerate(inputs):
         want = x[:4, -2:] if x.shape[0] == 60 else x[:, -2:]
         _check(_record(str(tmp_path / "dump"), read_step, step), want)
+
+
+def test_the_rules_equal_msprobes_own_slice_by_config():
+    """Differential check against the installed msprobe (26.2.0):
+    msprobe.core.common.utils.slice_by_config on random rules and shapes."""
+    utils = pytest.importorskip("msprobe.core.common.utils")
+    from graphprobe.wiring import slicing
+
+    gen = torch.Generator().manual_seed(0)
+
+    def pick(*choices):
+        return choices[int(torch.randint(len(choices), (1,), generator=gen))]
+
+    for _ in range(500):
+        shape = tuple(int(s) for s in torch.randint(0, 7, (pick(0, 1, 2, 3),), generator=gen))
+        x = torch.arange(torch.Size(shape).numel()).reshape(shape)
+        rules = []
+        for _ in range(pick(0, 1, 2, 3)):
+            rule = {}
+            for key, values in (("dim", (0, 1, 2, 3)), ("size", (0, 1, 3, 5, 6)), ("begin", (-7, -2, 0, 1, 4)),
+                                ("end", (-7, -1, 0, 2, 5, 9))):
+                if pick(True, False):
+                    rule[key] = pick(*values)
+            rules.append(rule)
+        want = utils.slice_by_config(x, rules)
+        slicing.install(parse_config({**BASE, "statistics": {"slice": rules}}).slices)
+        try:
+            (got,) = slicing.sliced([x])
+        finally:
+            slicing.install(())
+        assert got.shape == want.shape and torch.equal(got, want), (shape, rules)

@@ -101,8 +101,9 @@ _SLICE_EXAMPLE = '[{"dim": 1, "size": 50, "begin": 0, "end": 10}]'
 
 
 def parse_slice(value: Any, where: str, errors: ErrorFactories) -> tuple[SliceRule, ...]:
-    """Validates a ``slice`` list; returns its rules in order (an empty
-    object is a rule that does nothing, as in msprobe)."""
+    """Validates a ``slice`` list; returns its rules in order. An empty
+    object is skipped, as msprobe skips it (``if not item: continue``): it is
+    not a rule ``{"dim": 0}`` that would undo an earlier rule on dim 0."""
     _type_error, _value_error = errors
     if not isinstance(value, list):
         raise _type_error(where, value, f"a list of objects such as {_SLICE_EXAMPLE}")
@@ -120,8 +121,9 @@ def parse_slice(value: Any, where: str, errors: ErrorFactories) -> tuple[SliceRu
                 raise _type_error(f"{here}.{key}", number, "an integer")
             if key in ("dim", "size") and number < 0:
                 raise _value_error(f"{here}.{key}", number, "an integer >= 0")
-        rules.append(SliceRule(dim=item.get("dim", 0), size=item.get("size"), begin=item.get("begin", 0),
-                               end=item.get("end")))
+        if item:
+            rules.append(SliceRule(dim=item.get("dim", 0), size=item.get("size"), begin=item.get("begin", 0),
+                                   end=item.get("end")))
     return tuple(rules)
 
 
