@@ -102,6 +102,7 @@ class _Store:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def site(self, key: tuple[Any, ...], make: Any) -> int:
+        """The site of ``key``, made with ``make()`` the first time."""
         with self.lock:
             found = self.keys.get(key)
             if found is None:
@@ -111,6 +112,8 @@ class _Store:
             return found
 
     def keep(self, tensors: list[torch.Tensor], site: int, part: int) -> None:
+        """Keeps one part of a call (the op's work): copies within the budget,
+        else the call's refusal."""
         if not (self.active and self.recording) or not 0 <= site < len(self.sites):
             return
         info = self.sites[site]
@@ -176,6 +179,7 @@ class _Store:
             return calls
 
     def reset(self) -> None:
+        """Forgets every kept call, the captured ones too."""
         with self.lock:
             self.calls = []
             self.missing = {}
