@@ -117,3 +117,102 @@ def test_compare_takes_the_tensor_folder_for_its_process_folder(write_config, tm
     run = compare(data, data, tmp_path / "out", html=False, progress=False)
     (o,) = run.outcomes
     assert o.error is None and o.counts["pass"] == 4 and o.counts["unmatched"] == 0
+
+
+def _msprobe_file_names(calls: list[tuple[str, str, bool]]) -> list[str]:
+    """The file names msprobe's C++ extension gives its acl_tensor_save
+    calls: get_call_index and build_indexed_tensor_path of
+    ccsrc/aclgraph_dump/aclgraph_dump.cpp, line by line."""
+    index: dict[str, int] = {}
+    names = []
+    for path, api, is_call_start in calls:
+        if is_call_start or api not in index:
+            index[api] = index[api] + 1 if api in index else 0
+        stem = os.path.basename(path).rsplit(".", 1)[0]
+        pos = stem.find(api)
+        stem = stem[: pos + len(api)] + f".{index[api]}" + stem[pos + len(api):] if pos >= 0 else f"{stem}.{index[api]}"
+        names.append(stem + ".pt")
+    return names
+
+
+def test_file_names_equal_those_of_msprobes_own_aclgraph_dumper(tmp_path, monkeypatch):
+    """Differential check against the installed msprobe's AclGraphDumper
+    (its Python half, run on CPU with its NPU extension stubbed to record
+    what it would save): the same model, config and steps give the same file
+    names, step by step."""
+    import sys
+    import types
+
+    import custom_api_target as target
+
+    pytest.importorskip("msprobe.core.common.utils")
+    saved: list[tuple[str, str, bool]] = []
+    stub = types.ModuleType("msprobe.pytorch.aclgraph_dump")
+    stub.acl_tensor_save = lambda x, path, api, start, switch=None: saved.append((path, api, start)) or x
+    stub.acl_stat = lambda x, tag, switch=None: x
+    stub.get_acl_stat_dict = lambda clear=False: {}
+    stub.set_acl_stat_switch = lambda *args: None
+    monkeypatch.setitem(sys.modules, "msprobe.pytorch.aclgraph_dump", stub)
+    monkeypatch.delitem(sys.modules, "msprobe.pytorch.aclgraph_dumper", raising=False)
+    for name in ("scale_add", "split_pair", "ident"):  # msprobe never unwraps: restored at teardown
+        monkeypatch.setattr(target, name, getattr(target, name))
+    from msprobe.pytorch.aclgraph_dumper import AclGraphDumper as MsprobeDumper
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x, *, scale):
+            return self.lin(x) * scale
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.blocks = torch.nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            target.ident(3)
+            for block in self.blocks:
+                x = block(x, scale=torch.full((4,), 0.5))
+            a, b = target.split_pair(x)
+            return target.scale_add(target.ident(a), b, alpha=0.5, bias=x)
+
+    section = {"list": ["blocks"], "custom_api": ["custom_api_target.scale_add", "custom_api_target.split_pair",
+                                                  "custom_api_target.ident"]}
+    steps = [torch.randn(2, 4, generator=torch.Generator().manual_seed(s)) for s in range(2)]
+
+    ours_cfg = tmp_path / "ours.json"
+    ours_cfg.write_text(json.dumps({"dump_path": str(tmp_path / "ours"), "task": "tensor", "level": "L0",
+                                    "tensor": {**section, "layout": "aclgraph"}}))
+    dumper = graphprobe.AclGraphDumper(str(ours_cfg))
+    model = Net()
+    dumper.start(model)
+    with torch.no_grad():
+        for x in steps:
+            model(x)
+            dumper.step()
+    dumper.stop()
+
+    ms_cfg = tmp_path / "ms.json"
+    ms_cfg.write_text(json.dumps({"dump_path": str(tmp_path / "ms"), "task": "tensor", "level": "L0",
+                                  "tensor": section}))
+    ms = MsprobeDumper(str(ms_cfg))
+    ms_model = Net()
+    ms.start(ms_model)
+    per_step = []
+    with torch.no_grad():
+        for x in steps:
+            saved.clear()
+            ms_model(x)
+            ms.step()
+            per_step.append(list(saved))
+    index_calls: list[tuple[str, str, bool]] = []
+    for step, step_calls in enumerate(per_step):
+        names = _msprobe_file_names(index_calls + step_calls)[len(index_calls):]  # its index is never reset
+        index_calls += step_calls
+        (proc,) = os.listdir(tmp_path / "ours" / f"step{step}")
+        ours = sorted(n for n in os.listdir(tmp_path / "ours" / f"step{step}" / proc / "dump_tensor_data")
+                      if ".parameters." not in n)  # graphprobe also saves parameters
+        assert ours == sorted(names), step
