@@ -515,3 +515,30 @@ def test_model_built_under_inference_mode(write_config, tmp_path) -> None:
     mods = _by_module(_replay_file(str(tmp_path / "dump"), 0))
     assert mods["blocks.0.proj"]["verdict"] == "creates"
     assert {m["verdict"] for path, m in mods.items() if path not in ("blocks.0", "blocks.0.proj")} == {"inherits"}
+
+
+class DropsBuffer(nn.Module):
+    """Sets a buffer to None after start(): the probe must neither raise nor break the trace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * (1.0 if self.scale is None else self.scale)
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_buffer_set_to_none_after_start(write_config, tmp_path, backend) -> None:
+    model = nn.Sequential(DropsBuffer())
+    dumper = AclGraphDumper(write_config(replay=True))
+    dumper.start(model)
+    model[0].scale = None
+    fn = model if backend is None else torch.compile(model, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        fn(torch.randn(2, 4))
+    dumper.step()
+    dumper.stop()
+    mods = _by_module(_replay_file(str(tmp_path / "dump"), 0))
+    assert mods["0"]["verdict"] == "inherits" and mods["0.lin"]["verdict"] == "inherits"

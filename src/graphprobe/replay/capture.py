@@ -48,6 +48,7 @@ _LIB = torch.library.Library("graphprobe_replay", "DEF")
 _LIB.define("keep(Tensor[] tensors, int site, int part) -> ()", tags=(torch.Tag.nondeterministic_seeded,))
 
 PART_OPEN, PART_CLOSE = 0, 1
+_EMPTY = torch.empty(0)  # stands for a buffer or parameter set to None after start()
 
 # A spec leaf: ("T", k) the k-th kept tensor; ("V", value) a number, string,
 # bool or None; ("D", "torch.float32") a dtype; ("X", "TypeName") a value
@@ -326,15 +327,18 @@ class ReplayWiring:
 
 
 def _gather(module: torch.nn.Module, names: tuple[str, ...], kind: str) -> list[torch.Tensor]:
-    """The module's buffers or parameters by their dotted names."""
+    """The module's buffers or parameters by their dotted names (as they were
+    at start()); one that is gone or None now is an empty tensor, so that the
+    op's tensors keep their places (a probe must not raise)."""
     out = []
     for name in names:
-        owner = module
+        owner: Any = module
         parts = name.split(".")
         for part in parts[:-1]:
-            owner = owner._modules[part]
-        table = owner._buffers if kind == "buffers" else owner._parameters
-        out.append(table[parts[-1]].detach())
+            owner = owner._modules.get(part) if owner is not None else None
+        table = None if owner is None else (owner._buffers if kind == "buffers" else owner._parameters)
+        value = None if table is None else table.get(parts[-1])
+        out.append(_EMPTY if value is None else value.detach())
     return out
 
 

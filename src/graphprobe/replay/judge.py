@@ -221,6 +221,8 @@ def _set_buffers(module: torch.nn.Module, names: tuple[str, ...], values: list[t
         owner_name, _, attr = name.rpartition(".")
         owner = module.get_submodule(owner_name) if owner_name else module
         old = owner._buffers.get(attr)
+        if old is None and value.numel() == 0:
+            continue  # None at the call (capture.py keeps an empty tensor for it) and now
         if old is not None and old.shape == value.shape:
             with torch.no_grad():
                 old.copy_(value)
@@ -231,7 +233,10 @@ def _set_buffers(module: torch.nn.Module, names: tuple[str, ...], values: list[t
 def _written_buffers(module: torch.nn.Module, names: tuple[str, ...], values: list[torch.Tensor]) -> list[str]:
     out = []
     for name, value in zip(names, values):
-        now = module.get_buffer(name)
+        owner_name, _, attr = name.rpartition(".")
+        now = (module.get_submodule(owner_name) if owner_name else module)._buffers.get(attr)
+        if now is None:
+            continue
         if now.shape != value.shape or not torch.equal(now, value.to(now.dtype)):
             out.append(name)
     return out
