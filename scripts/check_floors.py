@@ -69,6 +69,7 @@ PY_FLOORS: dict[str, int] = {
     "graphprobe.config": 1,
     "graphprobe.config_sections": 1,
     "graphprobe.config_grads": 1,
+    "graphprobe.config_checksum": 1,
     "graphprobe.aclgraph_layout": 1,
     "graphprobe.dump_folder": 1,
     "graphprobe.module_names": 1,

@@ -39,7 +39,9 @@ class AtenTable final : public DeviceTable {
     return rows_++;
   }
 
-  void record(const at::Tensor& x, int64_t row) override {
+  // No checksum kernel composed of aten ops (docs/formats.md): `checksum` is
+  // ignored and the record's md5 is null.
+  void record(const at::Tensor& x, int64_t row, bool /*checksum*/) override {
     const at::Tensor r = row_view(row);
     const c10::DeviceGuard guard(device_);
     stats::record_row_aten(x, r, counters_);
@@ -100,14 +102,16 @@ class AtenTable final : public DeviceTable {
     return rt_.allocate_table(device_.index(), words);
   }
 
+  // A device row holds the columns up to column::kWrites; the checksum
+  // columns stay 0 (none computed).
   static Row to_row(const int32_t* w) {
-    Row r;
+    Row r{};
     for (int c = column::kMax; c <= column::kSumSq; ++c) {
       float f = 0;
       std::memcpy(&f, &w[c], sizeof(f));
       r.v[c] = f;
     }
-    for (int c = column::kNanCount; c < column::kNumColumns; ++c) r.v[c] = w[c];
+    for (int c = column::kNanCount; c <= column::kWrites; ++c) r.v[c] = w[c];
     return r;
   }
 

@@ -3,10 +3,12 @@
 
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "engine/device_table.h"
 #include "stats/reducible_types.h"
 #include "runtime/device_runtime.h"
+#include "stats/checksum_cpu.h"
 #include "stats/stats_cpu.h"
 
 namespace graphprobe {
@@ -22,17 +24,19 @@ class CpuTable final : public DeviceTable {
     return static_cast<int64_t>(rows_.size()) - 1;
   }
 
-  void record(const at::Tensor& x, int64_t row) override {
+  void record(const at::Tensor& x, int64_t row, bool checksum) override {
     // Reduce before taking the lock: threads probing in parallel only
     // serialise on the short row update below.
     const Row stats = stats::value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0
                           ? compute_stats_cpu(x)
                           : Row{};
-    write(stats.v, row);
+    write(stats.v, row, checksum ? checksum::checksum_cpu(x) : std::nullopt);
   }
 
   // `values` holds the statistic columns in row order (Engine::record_values).
-  void write_values(const at::Tensor& values, int64_t row) override { write(values.const_data_ptr<double>(), row); }
+  void write_values(const at::Tensor& values, int64_t row) override {
+    write(values.const_data_ptr<double>(), row, std::nullopt);
+  }
 
   std::vector<Row> fetch() override {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -55,8 +59,8 @@ class CpuTable final : public DeviceTable {
 
  private:
   // Stamps `row` and copies the statistic columns (column::kMax ..
-  // column::kNanCount) of `stats` into it.
-  void write(const double* stats, int64_t row) {
+  // column::kNanCount) of `stats` and the checksum, if any, into it.
+  void write(const double* stats, int64_t row, std::optional<uint64_t> hash) {
     const std::lock_guard<std::mutex> lock(mu_);
     // A row dropped by reset() while this probe reduced: nothing to write.
     if (row < 0 || row >= static_cast<int64_t>(rows_.size())) return;
@@ -66,6 +70,8 @@ class CpuTable final : public DeviceTable {
     r.v[column::kStamp] = epoch;
     r.v[column::kSeq] = ++seq_;
     for (int c = column::kMax; c <= column::kNanCount; ++c) r.v[c] = stats[c];
+    set_row_checksum(r, hash.value_or(0));
+    r.v[column::kHashed] = hash ? 1.0 : 0.0;
   }
 
   mutable std::mutex mu_;

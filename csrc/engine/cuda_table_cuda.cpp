@@ -73,9 +73,9 @@ class CudaTable final : public DeviceTable {
     return rows_++;
   }
 
-  void record(const at::Tensor& x, int64_t row) override {
+  void record(const at::Tensor& x, int64_t row, bool checksum) override {
     auto* c = static_cast<Counters*>(counters_.get());
-    launch_stats_cuda(x, row_address(row), &c->epoch, &c->seq, &c->enabled);
+    launch_stats_cuda(x, row_address(row), &c->epoch, &c->seq, &c->enabled, checksum);
   }
 
   void write_values(const at::Tensor& values, int64_t row) override {

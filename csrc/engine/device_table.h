@@ -25,11 +25,13 @@ class DeviceTable {
   virtual ~DeviceTable() = default;
   // Hands out the next row; allowed while the current stream is capturing.
   virtual int64_t add_row() = 0;
-  // Launches the statistics of `x` into `row` on the current stream.
-  virtual void record(const at::Tensor& x, int64_t row) = 0;
+  // Launches the statistics of `x` into `row` on the current stream, and
+  // with `checksum` its checksum (stats/checksum.h) where this device has a
+  // kernel for it (column::kHashed says whether it was computed).
+  virtual void record(const at::Tensor& x, int64_t row, bool checksum) = 0;
   // Launches the copy of precomputed statistics (a float64 vector of
   // max, min, sum, sum of squares, NaN count on this device) into `row`,
-  // stamping it like record().
+  // stamping it like record(); such a row has no checksum.
   virtual void write_values(const at::Tensor& values, int64_t row) = 0;
   // Waits for the device, then copies every row handed out so far to the host.
   virtual std::vector<Row> fetch() = 0;

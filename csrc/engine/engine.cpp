@@ -48,6 +48,16 @@ std::optional<std::string> Engine::tensor_staging() {
   return staging_;
 }
 
+void Engine::set_checksums(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  checksums_ = on;
+}
+
+bool Engine::checksums() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return checksums_;
+}
+
 std::string Engine::staged_file(const std::string& dir, int64_t slot) {
   return dir + "/slot" + std::to_string(slot) + ".pt";
 }
@@ -173,6 +183,7 @@ Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, in
   const Site* site_info = registry_.site(site);
   if (staging_ && !site_info->layout->places.empty()) target.staged = staged_file(*staging_, id);
   target.gate = gates_.back().get();
+  target.checksum = checksums_;
   return target;
 }
 
@@ -203,7 +214,7 @@ void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   if (target.table == nullptr) return;
   // Tables are never freed, so using them outside the lock is safe; the
   // table reduces x (on the host, or by launches on the current stream).
-  target.table->record(x, target.row);
+  target.table->record(x, target.row, target.checksum);
   // Outside the lock: the writer may make this thread wait for budget. A
   // captured save checks the live switch on every replay; a non-captured one
   // got here only while recording.
@@ -286,6 +297,8 @@ int64_t Engine::append_rows(std::vector<ExecutedRow>* out, const std::vector<Row
     t.sumsq = r.v[column::kSumSq];
     t.nan_count = static_cast<int64_t>(r.v[column::kNanCount]);
     t.writes = static_cast<int64_t>(r.v[column::kWrites]);
+    t.md5_requested = checksums_;
+    if (r.v[column::kHashed] == 1.0) t.md5 = row_checksum(r);
     t.slot = id;
     if (mirrored == mirrors_.end()) continue;
     for (const auto& [site, index] : mirrored->second) {

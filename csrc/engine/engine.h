@@ -82,6 +82,11 @@ class Engine {
   // final names. nullopt: statistics only.
   void set_tensor_staging(std::optional<std::string> dir);
   std::optional<std::string> tensor_staging();
+
+  // summary_mode "md5": whether probes also hash their tensors' bits
+  // (stats/checksum.h) and records carry the checksum (md5 in dump.json).
+  void set_checksums(bool on);
+  bool checksums();
   static std::string staged_file(const std::string& dir, int64_t slot);
 
   // Collects (when `collect`) the rows written in this epoch, then begins the
@@ -118,6 +123,7 @@ class Engine {
     int64_t row = -1;
     std::optional<std::string> staged;
     const std::atomic<bool>* gate = nullptr;
+    bool checksum = false;
   };
 
   int64_t register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening);
@@ -150,6 +156,7 @@ class Engine {
     return d;
   }
   std::optional<std::string> staging_;
+  bool checksums_ = false;
   int64_t dropped_ = 0;
   int64_t epoch_ = 1;  // 0 marks a row never written
   CallRegistry registry_;

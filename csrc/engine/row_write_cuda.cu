@@ -19,6 +19,7 @@ __global__ void write_values_row(const double* __restrict__ values, double* row,
   row[column::kStamp] = e;
   row[column::kSeq] = static_cast<double>(atomicAdd(seq, 1ULL) + 1ULL);
   for (int c = column::kMax; c <= column::kNanCount; ++c) row[c] = values[c];
+  row[column::kHashed] = 0.0;  // no checksum from precomputed statistics
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -111,6 +112,18 @@ std::string tensor_leaf(const TensorRow& r) {
   for (const auto& [key, json_text] : r.extras) {
     w.key(key);
     w.value_raw(json_text);
+  }
+  if (r.md5_requested) {
+    // msprobe's key; the value is graphprobe's 64-bit checksum, 16 lowercase
+    // hex digits (msprobe's own CRC-32 has 8: the two never compare equal).
+    w.key(dump_keys::kMd5);
+    if (r.md5) {
+      char hex[17];
+      std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(*r.md5));
+      w.value_string(hex);
+    } else {
+      w.value_null();
+    }
   }
   if (!r.data_name.empty()) {
     w.key(dump_keys::kDataName);

@@ -146,6 +146,9 @@ void bind_engine(py::module_& m) {
       py::arg("dir"), "Tensor task: stage every recorded tensor in `dir` (None: statistics only).");
   m.def("tensor_staging", [] { return Engine::get().tensor_staging(); },
         "The tensor task's staging folder, None while recording statistics only.");
+  m.def("set_checksums", [](bool on) { Engine::get().set_checksums(on); }, py::arg("on"),
+        "summary_mode \"md5\": probes also hash their tensors' bits (docs/formats.md).");
+  m.def("checksums", [] { return Engine::get().checksums(); }, "Whether probes hash their tensors' bits.");
   m.def("reset", [] { Engine::get().reset(); });
 }
 

@@ -8,6 +8,7 @@
 // (ints, floats, strings, None, ... as msprobe writes them).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,12 @@ struct TensorRow {
   double max = 0, min = 0, sum = 0, sumsq = 0;
   int64_t nan_count = 0;
   int64_t writes = 1;  // executions since the last step (>1: replays collapsed)
+  // summary_mode "md5": the checksum of the tensor's bits (docs/formats.md),
+  // written as "md5"; requested without a value (an empty tensor, a type or
+  // device without a checksum kernel) it is written as null, as msprobe
+  // writes an empty tensor's.
+  bool md5_requested = false;
+  std::optional<uint64_t> md5;
   std::string data_name;  // tensor task: file holding the full tensor
   // Extra fields after requires_grad, as (key, JSON text) pairs made by the
   // Python wiring (a DTensor's placements and global shape).

@@ -4,9 +4,10 @@
 // Every column is a double so that a row is one contiguous block a device
 // kernel can fill and a single copy can bring back. Bookkeeping columns
 // (stamp, sequence, write count) are integers well below 2^53, so they stay
-// exact.
+// exact. The one exception is column::kChecksum, 64 raw bits.
 
 #include <cstdint>
+#include <cstring>
 
 namespace graphprobe {
 
@@ -22,6 +23,11 @@ enum Column : int {
   kStamp,    // epoch in which the row was last written; 0 = never
   kSeq,      // execution order among the rows of one device
   kWrites,   // writes since the epoch began (>1: several replays per step)
+  // summary_mode "md5" (stats/checksum.h): the tensor's 64-bit checksum,
+  // stored as its bits in this double's 8 bytes (not a number: read it with
+  // row_checksum), valid when kHashed is 1 (this write computed it).
+  kChecksum,
+  kHashed,
   kNumColumns
 };
 }  // namespace column
@@ -29,5 +35,14 @@ enum Column : int {
 struct Row {
   double v[column::kNumColumns];
 };
+
+// The checksum bits of column::kChecksum (meaningful when column::kHashed is 1).
+inline uint64_t row_checksum(const Row& r) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &r.v[column::kChecksum], sizeof(bits));
+  return bits;
+}
+
+inline void set_row_checksum(Row& r, uint64_t bits) { std::memcpy(&r.v[column::kChecksum], &bits, sizeof(bits)); }
 
 }  // namespace graphprobe

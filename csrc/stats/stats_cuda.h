@@ -8,8 +8,10 @@
 namespace graphprobe {
 
 // Launches on the current stream of x's device: stamps `row` and reduces x
-// into it. No host synchronisation, so it is safe inside graph capture.
+// into it, and with `checksum` hashes x's bits into it (where
+// checksum::hashable(x)). No host synchronisation, so it is safe inside graph
+// capture.
 void launch_stats_cuda(const at::Tensor& x, double* row, const int64_t* epoch, unsigned long long* seq,
-                       const int64_t* enabled);
+                       const int64_t* enabled, bool checksum);
 
 }  // namespace graphprobe

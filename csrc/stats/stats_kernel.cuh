@@ -78,7 +78,9 @@ __device__ inline void atomic_min(double* addr, double v) {
   }
 }
 
-__global__ void begin_row(double* row, const int64_t* epoch, unsigned long long* seq, const int64_t* enabled) {
+// `hashed`: checksum_row (checksum_kernel.cuh) follows and fills the checksum.
+__global__ void begin_row(double* row, const int64_t* epoch, unsigned long long* seq, const int64_t* enabled,
+                          int hashed) {
   if (*enabled == 0) return;
   const double e = static_cast<double>(*epoch);
   row[column::kWrites] = row[column::kStamp] == e ? row[column::kWrites] + 1.0 : 1.0;
@@ -89,6 +91,8 @@ __global__ void begin_row(double* row, const int64_t* epoch, unsigned long long*
   row[column::kSum] = 0.0;
   row[column::kSumSq] = 0.0;
   row[column::kNanCount] = 0.0;
+  row[column::kChecksum] = 0.0;  // all bits 0: the sum of no contributions
+  row[column::kHashed] = hashed != 0 ? 1.0 : 0.0;
 }
 
 // max/min in float for floating types of at most 32 bits (exact: they are

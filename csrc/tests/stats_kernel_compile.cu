@@ -7,9 +7,15 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "stats/checksum_kernel.cuh"
 #include "stats/stats_kernel.cuh"
 
 namespace graphprobe::kernels {
+
+template __global__ void checksum_row<uint8_t>(const uint8_t*, int64_t, double*, const int64_t*);
+template __global__ void checksum_row<uint16_t>(const uint16_t*, int64_t, double*, const int64_t*);
+template __global__ void checksum_row<uint32_t>(const uint32_t*, int64_t, double*, const int64_t*);
+template __global__ void checksum_row<uint64_t>(const uint64_t*, int64_t, double*, const int64_t*);
 
 template __global__ void accumulate_row<float>(const float*, int64_t, double*, const int64_t*);
 template __global__ void accumulate_row<double>(const double*, int64_t, double*, const int64_t*);

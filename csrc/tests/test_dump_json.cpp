@@ -116,8 +116,27 @@ void a_dict_with_index_like_keys_is_still_a_dict() {
   CHECK(contains(doc, "\"x\": {"));
 }
 
+// summary_mode "md5": 16 lowercase hex digits (leading zeros kept) after
+// requires_grad, null where requested without a value, no key otherwise.
+void checksums_are_sixteen_hex_digits_or_null() {
+  TensorRow hashed = row({"input_args", "0"}, 1, 0, 1, 1, 2);
+  hashed.md5_requested = true;
+  hashed.md5 = 0x00ab00000000cdefULL;
+  TensorRow empty = row({"input_args", "1"}, 0, 0, 0, 0, 0);
+  empty.order = 1;
+  empty.md5_requested = true;
+  TensorRow plain = row({"output", "0"}, 1, 1, 1, 1, 1);
+  const std::string doc = graphprobe::build_dump_json("statistics", "L0", {{"E.0", {hashed, empty, plain}, {}}});
+  CHECK(contains(doc, "\"requires_grad\":false,\"md5\":\"00ab00000000cdef\""));
+  CHECK(contains(doc, "\"md5\":null"));
+  size_t n = 0;
+  for (size_t at = doc.find("\"md5\""); at != std::string::npos; at = doc.find("\"md5\"", at + 1)) ++n;
+  CHECK_EQ(n, size_t{2});
+}
+
 void run() {
   numbers();
+  checksums_are_sixteen_hex_digits_or_null();
   calls_are_written_in_the_given_order();
   kinds_nesting_leaves_and_write_counts();
   a_dict_with_index_like_keys_is_still_a_dict();

@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from graphprobe._text import first_unsafe
+from graphprobe.config_checksum import parse_summary_mode
 from graphprobe.config_grads import parse_data_mode
 from graphprobe.config_sections import (
     DEFAULT_TENSOR_LAYOUT,
@@ -56,7 +57,7 @@ LEVEL_RECORDS: dict[str, tuple[bool, bool]] = {"L0": (True, False), "L1": (False
 LEVELS = tuple(LEVEL_RECORDS)
 DEFAULT_LEVEL = "L0"
 ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "tensor", "dump_enable", "replay")
-STATISTICS_KEYS = ("list", "slice", "data_mode")
+STATISTICS_KEYS = ("list", "slice", "data_mode", "summary_mode")
 #: msprobe's config keys that graphprobe accepts and ignores: key -> (the value
 #: under which ignoring it changes nothing, None: any value; what graphprobe
 #: does instead). Other tasks' sections (overflow_check, run_ut, ...) only
@@ -80,7 +81,6 @@ MSPROBE_IGNORED_KEYS: dict[str, tuple[Any, str]] = {
 #: The same for keys of the ``statistics`` object.
 MSPROBE_IGNORED_STATISTICS_KEYS: dict[str, tuple[Any, str]] = {
     "scope": ([], "graphprobe selects with statistics.list only"),
-    "summary_mode": ("statistics", "graphprobe records Max, Min, Mean and Norm"),
     "tensor_list": ([], "graphprobe's task \"tensor\" saves every selected tensor"),
 }
 MAX_PATH = 4096
@@ -114,6 +114,7 @@ class DumpConfig:
     custom_api: tuple[str, ...] = ()  # tensor.custom_api (tensor task)
     tensor_layout: str = DEFAULT_TENSOR_LAYOUT  # tensor.layout (tensor task)
     data_mode: tuple[str, ...] = ("all",)  # statistics.data_mode: "all"/"backward" add backward records
+    summary_mode: str = "statistics"  # statistics.summary_mode: "md5" adds a checksum per tensor
 
     @property
     def records_modules(self) -> bool:
@@ -320,6 +321,7 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
 
     errors = (_type_error, _value_error)
     data_mode = parse_data_mode(stats.get("data_mode", ["all"]), "statistics.data_mode", errors)
+    summary_mode = parse_summary_mode(stats.get("summary_mode", "statistics"), "statistics.summary_mode", errors)
     slices = parse_slice(stats["slice"], "statistics.slice", errors) if "slice" in stats else ()
     section = data.get("tensor", {})
     if isinstance(section, dict):
@@ -355,6 +357,7 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
         custom_api=tensor.custom_api if task == "tensor" else (),
         tensor_layout=tensor.layout,
         data_mode=data_mode,
+        summary_mode=summary_mode,
     )
 
 

@@ -113,6 +113,7 @@ class _Wired:
             new_session()  # code traced under this dumper holds the sites reset() forgot: recompile it
             if self.staging is not None:
                 _C.set_tensor_staging(None)
+            _C.set_checksums(False)
 
     def drop_staging(self) -> None:
         """Removes the staging folder once the writer has moved every staged
@@ -219,6 +220,7 @@ class AclGraphDumper:
             wired.staging = make_staging(self.config.dump_path)
             _C.set_tensor_staging(wired.staging)
         wired.dump_path = self.config.dump_path
+        _C.set_checksums(self.config.summary_mode == "md5")  # statistics.summary_mode (config_checksum.py)
         if self.config.records_modules:
             modules = ModuleWiring(model, self.config.keywords, grads=self.config.records_grads)
             wired.wiring.append(modules)

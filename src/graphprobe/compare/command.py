@@ -129,6 +129,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Runs the comparison described by ``args``; returns the exit code."""
     from graphprobe.compare import PairingError, Thresholds, compare
+    from graphprobe.compare.checksums import checksum_lines
     from graphprobe.compare.summary import format_summary
     from graphprobe.compare.workbook import OpenpyxlMissing, require_openpyxl, write_workbooks
 
@@ -168,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     workbooks = write_workbooks(result) if args.xlsx else {}
     print(format_summary(result, args.top, workbooks))
+    for line in checksum_lines(result):  # both dumps with "md5": bit-identical or not (compare/checksums.py)
+        print(terminal_safe(line))
     unwritten = [w for w in workbooks.values() if isinstance(w, str)]
     for message in unwritten:
         print(terminal_safe(f"graphprobe compare: error: {message}"), file=sys.stderr)
