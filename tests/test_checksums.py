@@ -243,3 +243,17 @@ def test_summary_mode_errors_name_the_field(value, error, text):
 def test_summary_mode_values():
     assert parse_config({"dump_path": "/tmp/x"}).summary_mode == "statistics"
     assert parse_config({"dump_path": "/tmp/x", "statistics": {"summary_mode": "md5"}}).summary_mode == "md5"
+
+
+def test_tensor_task_checksums_are_those_of_the_saved_files(write_config, tmp_path):
+    """Task "tensor" with summary_mode "md5": each record's md5 is the
+    checksum of the tensor in its own .pt file, loaded back."""
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(9))
+    config = write_config(dump_path=str(tmp_path / "t"), task="tensor", level="L0",
+                          statistics={"summary_mode": "md5"})
+    _dump(config, Wrap(), [x])
+    path = _dump_json(tmp_path / "t")
+    rec = json.loads(path.read_text())["data"]["Module.p.Pass.forward.0"]
+    for part in ("input_args", "output"):
+        saved = torch.load(path.parent / "dump_tensor_data" / rec[part][0]["data_name"])
+        assert rec[part][0]["md5"] == reference_checksum(saved) == reference_checksum(x)
