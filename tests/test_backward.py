@@ -266,12 +266,15 @@ def test_backward_after_stop_does_not_raise(write_config):
     assert model.head.weight.grad is not None
 
 
-def test_compiled_backward_records_as_eager(write_config, tmp_path):
-    """aot_eager: the backward probes are nodes of the backward graph."""
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_compiled_backward_records_as_eager(write_config, tmp_path, level):
+    """aot_eager: the backward probes are nodes of the backward graph (mix:
+    among the API records, which the Function's copy does not add to)."""
     dumps = {}
     for mode in ("eager", "aot_eager"):
+        torch._dynamo.reset()
         model = _net()
-        dumper = AclGraphDumper(write_config(level="L0", dump_path=str(tmp_path / mode)))
+        dumper = AclGraphDumper(write_config(level=level, dump_path=str(tmp_path / mode)))
         dumper.start(model)
         run = model if mode == "eager" else torch.compile(model, backend="aot_eager", fullgraph=True)
         for step in range(2):
@@ -282,6 +285,7 @@ def test_compiled_backward_records_as_eager(write_config, tmp_path):
     for step in range(2):
         eager, compiled = dumps["eager"][step], dumps["aot_eager"][step]
         assert list(compiled) == list(eager), f"step {step}"
+        assert sum(".backward." in k for k in eager) == 6 and sum(".parameters_grad." in k for k in eager) == 4
         for name in eager:
             if ".backward." in name:
                 for part in ("input", "output"):
