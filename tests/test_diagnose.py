@@ -237,6 +237,15 @@ def test_kernels_from_output_code(tmp_path):
     assert kernels_from_log(tmp_path / "missing.log", 1) == []
 
 
+def test_runner_timeout_and_missing_program(tmp_path):
+    runner = Runner(tmp_path / "logs", timeout=1)
+    rec = runner.run("x", [PY, "-c", "import time; time.sleep(30)"], {"A": "1"})
+    assert rec.exit_code is None and "killed after 1 s" in rec.note and rec.seconds < 20
+    rec = runner.run("y", [str(tmp_path / "no_such_program")], {})
+    assert rec.exit_code is None and "cannot start" in rec.note
+    assert [r.stage for r in runner.records] == ["x", "y"] and rec.shell().endswith("no_such_program")
+
+
 def test_cli_usage_errors(capsys):
     assert main(["diagnose"]) == 2
     assert "no COMMAND" in capsys.readouterr().err
@@ -369,3 +378,51 @@ def test_demo_diagnose_names_the_injected_module(tmp_path):
     assert proc.returncode == 1, d.get("error")
     assert d["origin"]["module"] == "layers.1.mlp" and d["origin"]["verdict"] == "creates"
     assert d["bisect"]["backend"] == "eager"
+
+
+LLAMA = textwrap.dedent('''
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+    from graphprobe import AclGraphDumper
+
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   attn_implementation="eager")).eval()
+
+    def graph_only(module, args, output):
+        return output * 1.001 if torch.compiler.is_compiling() else output
+
+    model.layers[0].mlp.register_forward_hook(graph_only)  # the injected fault: graph mode only
+    dumper = AclGraphDumper()
+    dumper.start(model)
+    compiled = torch.compile(model, fullgraph=True)
+    with torch.no_grad():
+        for step in range(2):
+            compiled(torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(step)), use_cache=False)
+            dumper.step()
+    dumper.stop()
+''')
+
+
+@pytest.mark.slow
+def test_transformers_llama_graph_only_fault(tmp_path):
+    pytest.importorskip("transformers")
+    script = tmp_path / "llama.py"
+    script.write_text(LLAMA)
+    out = tmp_path / "diag"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    proc = subprocess.run([PY, "-m", "graphprobe", "diagnose", "-o", str(out), "--", PY, str(script)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1500)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert proc.returncode == 1, d.get("error")
+    assert d["origin"]["module"] == "layers.0.mlp" and d["origin"]["verdict"] == "creates"
+    verdicts = {m["module"]: m["verdict"] for m in d["attribution"]["modules"]}
+    # Its submodules (upstream of the hook) inherit: the fault is after them.
+    assert {k: v for k, v in verdicts.items() if k != "layers.0.mlp"} == {
+        f"layers.0.mlp.{n}": "inherits" for n in ("gate_proj", "up_proj", "act_fn", "down_proj")}
+    assert d["bisect"]["backend"] == "eager"
+    # The repro carries the hook's source (a top-level function of the script) and shows the fault compiled.
+    rep = subprocess.run([PY, str(out / "repro" / "repro.py")], capture_output=True, text=True, timeout=600)
+    assert rep.returncode == 1 and "creates the error" in rep.stdout, rep.stdout + rep.stderr

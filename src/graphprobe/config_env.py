@@ -51,8 +51,9 @@ def config_path_from_env(config_path: str | os.PathLike[str] | None) -> str | os
 
 def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
     """The source of every class of ``module``'s subtree (and their bases)
-    defined in ``__main__``, bases first, and the ``__main__`` constants
-    (str, int, float, bool, None) their methods read by name."""
+    defined in ``__main__``, bases first, then of the top-level ``__main__``
+    functions registered as its hooks, and the ``__main__`` constants (str,
+    int, float, bool, None) they read by name."""
     import __main__
 
     classes: list[type] = []
@@ -64,23 +65,34 @@ def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
             add(base)
         classes.append(cls)
 
+    # Hooks defined at the top level of the script: pickled by name, so their source is needed too.
+    functions: list[types.FunctionType] = []
     for sub in module.modules():
         add(type(sub))
+        for name in _HOOK_DICTS:
+            hooks = getattr(sub, name, None)
+            for fn in hooks.values() if isinstance(hooks, dict) else ():
+                if (isinstance(fn, types.FunctionType) and fn.__module__ == "__main__"
+                        and "<" not in fn.__qualname__ and fn not in functions):
+                    functions.append(fn)
     sources: list[str] = []
     constants: dict[str, Any] = {}
-    for cls in classes:
-        try:
-            sources.append(inspect.getsource(cls))
-        except (OSError, TypeError):
-            sources.append(f"# the source of class {cls.__qualname__} could not be read\n")
-        for value in vars(cls).values():
-            code = getattr(value, "__code__", None)
-            if not isinstance(code, types.CodeType):
-                continue
+
+    def read_constants(value: Any) -> None:
+        code = getattr(value, "__code__", None)
+        if isinstance(code, types.CodeType):
             for name in code.co_names:
                 v = getattr(__main__, name, inspect.Parameter.empty)
                 if v is None or isinstance(v, (str, int, float, bool)):
                     constants[name] = v
+
+    for obj in [*classes, *functions]:
+        try:
+            sources.append(inspect.getsource(obj))
+        except (OSError, TypeError):
+            sources.append(f"# the source of {obj.__qualname__} could not be read\n")
+        for value in vars(obj).values() if isinstance(obj, type) else (obj,):
+            read_constants(value)
     return sources, constants
 
 
