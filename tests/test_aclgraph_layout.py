@@ -216,3 +216,73 @@ def test_file_names_equal_those_of_msprobes_own_aclgraph_dumper(tmp_path, monkey
         ours = sorted(n for n in os.listdir(tmp_path / "ours" / f"step{step}" / proc / "dump_tensor_data")
                       if ".parameters." not in n)  # graphprobe also saves parameters
         assert ours == sorted(names), step
+
+
+class _TwoKeys(torch.nn.Module):
+    """Two modules whose paths differ only in a character msprobe's file
+    names replace by '_' ("d.a b" and "d.a_b")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = torch.nn.ModuleDict({"a b": torch.nn.Linear(2, 2), "a_b": torch.nn.Linear(2, 2)})
+        with torch.no_grad():
+            self.d["a b"].weight.fill_(1.0)
+            self.d["a_b"].weight.fill_(-3.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.d["a b"](x) + self.d["a_b"](x)
+
+
+def test_two_apis_with_one_file_stem_take_two_call_indices_and_lose_no_file(write_config, tmp_path):
+    # msprobe's get_call_index counts per file stem: calls 0 and 1 of "Module.d.a_b.Linear", in call order.
+    # Before: each API counted on its own, both calls were named .0 and one file replaced the other.
+    model = _TwoKeys()
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor", level="L0", tensor={"layout": "aclgraph"}))
+    dumper.start(model)
+    x = torch.tensor([[1.0, 2.0]])
+    with torch.no_grad():
+        model(x)
+    dumper.step()
+    dumper.stop()
+    (proc,) = os.listdir(tmp_path / "dump" / "step0")
+    data = tmp_path / "dump" / "step0" / proc / "dump_tensor_data"
+    names = sorted(os.listdir(data))
+    assert len(names) == 8 and not os.path.exists(data.parent / "dump.json"), names
+    for call, name in enumerate(("a b", "a_b")):
+        linear = model.d[name]
+        expected = x.double() @ linear.weight.double().T + linear.bias.double()  # float64, in the test
+        saved = torch.load(data / f"Module.d.a_b.Linear.{call}.output.pt")
+        assert torch.allclose(saved.double(), expected), (call, saved, expected)
+        assert torch.equal(torch.load(data / f"Module.d.a_b.Linear.{call}.parameters.weight.pt"), linear.weight)
+
+
+def test_two_places_with_one_file_name_keep_the_second_under_its_dump_json_name(tmp_path):
+    data = {"Functional.f.0.forward": {"input_args": [], "input_kwargs": {"a b": _record("k1.pt"),
+                                                                          "a_b": _record("k2.pt")},
+                                       "output": []}}
+    folder = _folder(tmp_path, data)
+    errors = convert_process_folder(folder, CallCounter())
+    assert len(errors) == 1 and "k2.pt" in errors[0] and "Functional.f.0.input_kwargs.a_b.pt" in errors[0]
+    assert sorted(os.listdir(folder)) == ["dump.json", "dump_tensor_data"]
+    assert sorted(os.listdir(os.path.join(folder, "dump_tensor_data"))) == ["Functional.f.0.input_kwargs.a_b.pt",
+                                                                            "k2.pt"]
+
+
+def test_compare_pairs_the_two_layouts_when_file_stems_coincide(write_config, tmp_path):
+    sides = {}
+    for layout in ("aclgraph", "dump_json"):
+        cfg = tmp_path / f"{layout}.json"
+        cfg.write_text(json.dumps({"dump_path": str(tmp_path / layout), "task": "tensor", "level": "L0",
+                                   "tensor": {"layout": layout}}))
+        model = _TwoKeys()
+        dumper = graphprobe.AclGraphDumper(str(cfg))
+        dumper.start(model)
+        with torch.no_grad():
+            model(torch.tensor([[1.0, 2.0]]))
+        dumper.step()
+        dumper.stop()
+        sides[layout] = tmp_path / layout
+    run = compare(sides["aclgraph"], sides["dump_json"], tmp_path / "out", html=False, progress=False)
+    (o,) = run.outcomes
+    # Two calls, each: input, output, weight, bias.
+    assert o.error is None and o.counts["unmatched"] == 0 and o.counts["pass"] == 8, o.counts

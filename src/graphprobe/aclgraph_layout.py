@@ -13,7 +13,8 @@ ccsrc/aclgraph_dump/aclgraph_dump.cpp (``build_indexed_tensor_path``,
 * ``{api}``: ``Module.{path}.{Class}`` for a module, the API's name for an
   API, the path's last component for a ``custom_api``; characters other than
   ``[A-Za-z0-9._-]`` become ``_`` (``_safe_file_stem``).
-* ``{call}``: the API's call index, counted per API name from ``start()``
+* ``{call}``: the API's call index, counted per ``{api}`` (the file stem,
+  as ``get_call_index`` is given it) from ``start()``
   and never reset by ``step()`` (the counter lives in the C++ extension and
   only the statistics task clears it): step 0 holds ``linear.0.*``, step 1
   ``linear.1.*`` (the guide's example shows the same). A call takes an index
@@ -132,24 +133,29 @@ def _records(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], d
 
 
 def _renames(doc: dict[str, Any], counter: CallCounter) -> list[tuple[str, str]]:
-    """(data_name, aclgraph file name) of every tensor file of one dump.json."""
-    calls: list[tuple[str, int, dict[str, Any]]] = []
+    """(data_name, aclgraph file name) of every tensor file of one dump.json.
+
+    Calls are counted per file stem (the API's name after
+    :func:`safe_file_stem`), as msprobe's ``get_call_index`` counts them per
+    the name it is given, which is already the stem: two modules whose paths
+    differ only in a character the stem replaces (``ModuleDict`` keys
+    ``"a b"`` and ``"a_b"``) take indices 0 and 1 of one counter, in call
+    order, instead of both writing ``....0.*``."""
+    calls: list[tuple[str, dict[str, Any]]] = []  # (stem, parts) in call order (dump.json's order)
     for entry, parts in (doc.get("data") or {}).items():
         named = entry_api(entry)
         if named is None or not isinstance(parts, dict):
             continue
         if any(_records(parts.get(p), ()) for p in ("input_args", "input_kwargs", "output", "parameters")):
-            calls.append((named[0], named[1], parts))  # only calls with a file take an index (msprobe)
-    # Each API's calls in call order, numbered 0, 1, ... within the step.
-    rank: dict[tuple[str, int], int] = {}
+            calls.append((safe_file_stem(named[0]), parts))  # only calls with a file take an index (msprobe)
     counts: dict[str, int] = {}
-    for api, n in sorted((api, n) for api, n, _ in calls):
-        rank[(api, n)] = counts.get(api, 0)
-        counts[api] = rank[(api, n)] + 1
+    for stem, _ in calls:
+        counts[stem] = counts.get(stem, 0) + 1
     offsets = counter.advance(counts)
     out = []
-    for api, n, parts in calls:
-        stem = f"{safe_file_stem(api)}.{offsets[api] + rank[(api, n)]}"
+    for stem, parts in calls:
+        prefix = f"{stem}.{offsets[stem]}"
+        offsets[stem] += 1
         for part, io in (("input_args", "input"), ("input_kwargs", "input_kwargs"), ("output", "output"),
                          ("parameters", "parameters")):
             value = parts.get(part)
@@ -159,7 +165,7 @@ def _renames(doc: dict[str, Any], counter: CallCounter) -> list[tuple[str, str]]
             single = part == "output" and isinstance(value, list) and len(value) == 1
             for place, record in _records(value, ()):
                 tail = "" if single and place == ("0",) else "".join("." + safe_file_stem(p) for p in place)
-                out.append((record["data_name"], f"{stem}.{io}{tail}.pt"))
+                out.append((record["data_name"], f"{prefix}.{io}{tail}.pt"))
     return out
 
 
@@ -186,10 +192,17 @@ def convert_process_folder(folder: str, counter: CallCounter) -> list[str]:
     # not yet moved.
     os.makedirs(staging, exist_ok=True)
     moved = []
+    taken: set[str] = set()
     for old, new in renames:
+        if new in taken:  # two places whose stems coincide (input_kwargs keys "a b" and "a_b")
+            errors.append(f"{os.path.join(data_dir, old)}: cannot be renamed to {new}: another file of this step "
+                          "already has that name (the names differ only in characters outside [A-Za-z0-9._-], "
+                          "which msprobe's names replace by '_'); it keeps its dump.json name")
+            continue
         try:
             os.rename(os.path.join(data_dir, old), os.path.join(staging, new))
             moved.append(new)
+            taken.add(new)
         except OSError as exc:
             errors.append(f"{os.path.join(data_dir, old)}: cannot be renamed to {new}: {exc.strerror or exc}")
     try:

@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from graphprobe.aclgraph_layout import ACLGRAPH_TENSOR_DIRS, entry_api, parse_file_name
+from graphprobe.aclgraph_layout import ACLGRAPH_TENSOR_DIRS, entry_api, parse_file_name, safe_file_stem
 
 __all__ = ["aclgraph_tensor_dir", "build_dump_json", "prepare_sides"]
 
@@ -181,9 +181,10 @@ def _tensors_only(value: Any) -> Any:
 
 def _calls_with_tensors(data: dict[str, Any]) -> dict[str, Any]:
     """dump.json's calls as the aclgraph layout numbers them: calls without
-    a tensor file left out, the others of each API numbered 0, 1, ... in
-    call order; entries of other forms (backward) kept; tensors only; the
-    order of ``data`` kept."""
+    a tensor file left out, the others numbered 0, 1, ... in call order per
+    file stem (the API's name with characters outside ``[A-Za-z0-9._-]``
+    replaced, which is what an aclgraph file holds); entries of other forms
+    (backward) kept; tensors only; the order of ``data`` kept."""
     entries: list[tuple[str, tuple[str, int] | None, dict[str, Any]]] = []
     for entry, parts in data.items():
         if not isinstance(parts, dict):
@@ -192,15 +193,13 @@ def _calls_with_tensors(data: dict[str, Any]) -> dict[str, Any]:
         named = entry_api(entry)
         if named is None or any(parts.values()):
             entries.append((entry, named, parts))
-    position: dict[tuple[str, int], int] = {}
     counts: dict[str, int] = {}
-    for api, n in sorted(named for _, named, _ in entries if named is not None):
-        position[(api, n)] = counts.get(api, 0)
-        counts[api] = position[(api, n)] + 1
     out: dict[str, Any] = {}
     for entry, named, parts in entries:
         if named is not None:
-            api, m = named[0], position[named]
+            api = safe_file_stem(named[0])
+            m = counts.get(api, 0)
+            counts[api] = m + 1
             entry = f"{api}.forward.{m}" if entry.startswith("Module.") else f"{api}.{m}.forward"
         out[entry] = parts
     return out
