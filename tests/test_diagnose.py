@@ -246,7 +246,9 @@ def test_runner_timeout_and_missing_program(tmp_path):
     assert [r.stage for r in runner.records] == ["x", "y"] and rec.shell().endswith("no_such_program")
 
 
-def test_cli_usage_errors(capsys):
+def test_cli_usage_errors(capsys, tmp_path):
+    assert main(["demo", "--diagnose", "--inject-fault", "layers.9.nope", "--out", str(tmp_path)]) == 2
+    assert "layers.9.nope" in capsys.readouterr().err and not (tmp_path / "diagnose").exists()
     assert main(["diagnose"]) == 2
     assert "no COMMAND" in capsys.readouterr().err
     assert main(["diagnose", "--reference-cmd", "'unclosed", "--", "true"]) == 2

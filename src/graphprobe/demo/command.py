@@ -44,11 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from graphprobe.config import ConfigError
     from graphprobe.demo.run import DemoOptions, run_demo
 
-    if args.diagnose:  # graphprobe/demo/diagnose_script.py
-        from graphprobe.demo.diagnose_script import demo_diagnose
-
-        return demo_diagnose(args.out, args.inject_fault, args.steps)
     try:
+        if args.diagnose:  # graphprobe/demo/diagnose_script.py
+            from graphprobe.demo.diagnose_script import demo_diagnose
+
+            return demo_diagnose(args.out, args.inject_fault, args.steps)
         result = run_demo(DemoOptions(out=args.out, level=args.level, device=args.device, steps=args.steps,
                                       inject_fault=args.inject_fault))
     except (ValueError, ConfigError) as e:

@@ -56,11 +56,16 @@ if __name__ == "__main__":
 def demo_diagnose(out: str, inject_fault: str | None, steps: int) -> int:
     """``graphprobe demo --diagnose``: ``graphprobe diagnose`` on this
     script (torch.compile on the CPU) into ``out/diagnose``; returns
-    diagnose's exit code (0 nothing diverges, 1 diagnosed, 2 error)."""
+    diagnose's exit code (0 nothing diverges, 1 diagnosed, 2 error).
+    Raises ValueError for a bad ``inject_fault`` or an OUT/diagnose folder
+    holding other files."""
     import os
 
+    from graphprobe.demo.run import parse_fault
     from graphprobe.diagnose.pipeline import DiagnoseOptions, diagnose
 
+    if inject_fault:
+        parse_fault(inject_fault, build_demo_model())  # a bad MODULE[:SCALE] is a ValueError here, not a failed run
     cmd = [sys.executable, "-m", "graphprobe.demo.diagnose_script", "--steps", str(steps)]
     if inject_fault:
         cmd += ["--inject-fault", inject_fault]
