@@ -98,8 +98,8 @@ class _Store:
     used: int = 0  # bytes kept this step (captured copies count every step)
     active: bool = False  # a ReplayWiring is in place
     recording: bool = True  # the dumper's live switch (enable(), dump_enable)
-    # Per (site, part): the calls of this step still missing that part, oldest first.
-    missing: dict[tuple[int, int], collections.deque[Call]] = field(default_factory=dict)
+    # Per (site, part, thread): the calls of this step still missing that part, oldest first.
+    missing: dict[tuple[int, int, int], collections.deque[Call]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def site(self, key: tuple[Any, ...], make: Any) -> int:
@@ -112,15 +112,17 @@ class _Store:
                 self.keys[key] = found
             return found
 
-    def keep(self, tensors: list[torch.Tensor], site: int, part: int) -> None:
+    def keep(self, tensors: list[torch.Tensor], site: int, part: int, eager: bool = False) -> None:
         """Keeps one part of a call (the op's work): copies within the budget,
-        else the call's refusal."""
+        else the call's refusal. ``eager``: called by the hook itself (not
+        by the op in a compiled graph), so a close always follows its own
+        open (:meth:`_find`)."""
         if not (self.active and self.recording) or not 0 <= site < len(self.sites):
             return
         info = self.sites[site]
         capturing = _capturing()
         with self.lock:
-            call = self._find(site, part, capturing)
+            call = self._find(site, part, capturing, eager)
             if part == PART_OPEN:
                 call.opened = True
                 keep = list(tensors[: info.inputs + len(info.buffers)])
@@ -148,10 +150,15 @@ class _Store:
         else:
             call.outputs = copies
 
-    def _find(self, site: int, part: int, capturing: bool) -> Call:
-        """The call this part belongs to: the first of the site still
-        missing it (a backend may run a close before the next open), else a
-        new one."""
+    def _find(self, site: int, part: int, capturing: bool, eager: bool = False) -> Call:
+        """The call this part belongs to: one of the site's calls in this
+        thread still missing it, else a new one. Calls are paired per thread
+        (two threads calling one module interleave their opens and closes).
+        A compiled graph may run a call's close before its open, so the
+        oldest waiting call is taken; an eager close takes the latest open
+        instead: in eager mode a close follows its own open, so an older
+        waiting call is one whose forward raised (or an outer call of the
+        same module), and must not receive these outputs."""
         if capturing:  # a module called twice in a capture, or captured in two graphs: one call each
             calls = self.captured.setdefault(site, [])
             for call in calls:
@@ -159,13 +166,14 @@ class _Store:
                     return call
             calls.append(Call(site, captured=True))
             return calls[-1]
-        waiting = self.missing.get((site, part))
+        thread = threading.get_ident()
+        waiting = self.missing.get((site, part, thread))
         if waiting:
-            return waiting.popleft()
+            return waiting.pop() if eager and part == PART_CLOSE else waiting.popleft()
         call = Call(site)
         self.calls.append(call)
         other = PART_CLOSE if part == PART_OPEN else PART_OPEN
-        self.missing.setdefault((site, other), collections.deque()).append(call)
+        self.missing.setdefault((site, other, thread), collections.deque()).append(call)
         return call
 
     def take(self) -> list[Call]:
@@ -216,10 +224,11 @@ def _capturing() -> bool:
         return False
 
 
-def _keep_impl(tensors: list[torch.Tensor], site: int, part: int) -> None:
-    """The op's kernel: keeps copies; never raises inside the user's forward."""
+def _keep_impl(tensors: list[torch.Tensor], site: int, part: int, eager: bool = False) -> None:
+    """The op's kernel (and, with ``eager``, the eager hooks' direct call):
+    keeps copies; never raises inside the user's forward."""
     try:
-        STORE.keep(tensors, site, part)
+        STORE.keep(tensors, site, part, eager)
     except Exception as exc:  # pragma: no cover - defensive: a probe must not break the model
         _warn_once(f"graphprobe: replay could not keep a call of site {site}: {exc}")
 
@@ -363,7 +372,7 @@ def _open_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str,
         try:
             site, tensors = _call_parts(module, path, cls, args, kwargs, buffers, params)
             _keep_impl(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"), site,
-                       PART_OPEN)
+                       PART_OPEN, eager=True)
         except Exception as exc:  # a probe must never raise inside the user's forward
             _warn_once(f"graphprobe: replay could not describe a call of {path}: {exc}")
 
@@ -382,7 +391,7 @@ def _close_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str
             site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params)
             outs = []
             _describe(output, 0, outs)
-            _keep_impl(outs, site, PART_CLOSE)
+            _keep_impl(outs, site, PART_CLOSE, eager=True)
         except Exception as exc:  # a probe must never raise inside the user's forward
             _warn_once(f"graphprobe: replay could not keep an output of {path}: {exc}")
 
