@@ -188,7 +188,8 @@ def test_attribute_with_hand_written_replay(tmp_path, fake):
 def test_attribute_without_replay_output_is_a_clear_error(tmp_path):
     script = tmp_path / "noreplay.py"
     script.write_text("import json,os\nc=json.load(open(os.environ['GRAPHPROBE_CONFIG']))\n"
-                      "p=os.path.join(c['dump_path'],'step0','pid1');os.makedirs(p)\nopen(p+'/dump.json','w').write('{}')\n")
+                      "p=os.path.join(c['dump_path'],'step0','pid1');os.makedirs(p)\n"
+                      "open(p+'/dump.json','w').write('{}')\n")
     first = FirstDivergence(0, "Module.blk.M.forward.0", "blk", "M", ("output",), "")
     with pytest.raises(StageError, match="no replay.json"):
         attribute(Runner(tmp_path / "logs"), tmp_path, [PY, str(script)], first, None, lambda m: None)

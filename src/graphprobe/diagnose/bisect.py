@@ -98,7 +98,8 @@ def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps:
         env["GRAPHPROBE_CONFIG"] = str(cfg)
         rec = runner.run(f"bisect-{k}", target_cmd, env)
         if rec.exit_code != 0:
-            ok, seen, le = False, f"the command failed (exit {rec.exit_code}{', ' + rec.note if rec.note else ''})", None
+            why = f"exit {rec.exit_code}" + (f", {rec.note}" if rec.note else "")
+            ok, seen, le = False, f"the command failed ({why})", None
         else:
             ok, seen, le = _judge(dump, module, steps)
             if ok is None:

@@ -73,7 +73,8 @@ def screen(runner: Runner, out: Path, target_cmd: list[str], reference_cmd: list
     tgt_cfg = write_config(work / "target.json", tgt_dump, level)
     if reference_cmd is None:
         say("  reference: the same command with TORCHDYNAMO_DISABLE=1 (eager)")
-        rec = runner.run("screen-reference", target_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg), "TORCHDYNAMO_DISABLE": "1"})
+        rec = runner.run("screen-reference", target_cmd,
+                         {"GRAPHPROBE_CONFIG": str(ref_cfg), "TORCHDYNAMO_DISABLE": "1"})
     else:
         say(f"  reference: {' '.join(reference_cmd)}")
         rec = runner.run("screen-reference", reference_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg)})
