@@ -4,6 +4,7 @@ real cause, never in a silent empty dump."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 import graphprobe
+from graphprobe.cli import main
 from models import Small
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,6 +309,7 @@ def test_demo_run_again_compares_its_own_latest_run(tmp_path: Path) -> None:
     # step0/rank10684 with step0/rank12747 and said "2 of 2 ranks diverge").
     for side in ("eager", "graph"):
         _pid_dump(tmp_path / "d" / side / "step0" / "pid1", scale=3.0 if side == "graph" else 1.0)
+        _demo_config(tmp_path / "d", side)  # what the earlier demo wrote next to its dumps
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run([sys.executable, "-m", "graphprobe", "demo", "--steps", "1", "--out", str(tmp_path / "d")],
                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
@@ -317,3 +320,36 @@ def test_demo_run_again_compares_its_own_latest_run(tmp_path: Path) -> None:
     for side in ("eager", "graph"):
         assert [p.name for p in (tmp_path / "d" / side / "step0").iterdir()] != ["pid1"]
         assert not (tmp_path / "d" / side / "step0" / "pid1").exists()
+
+
+def _demo_config(out: Path, side: str) -> None:
+    """The config a demo writes for its ``side`` folder (graphprobe/demo/run.py)."""
+    (out / f"{side}.json").write_text(json.dumps({"task": "statistics", "dump_path": str((out / side).resolve()),
+                                                  "level": "mix", "rank": []}))
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_demo_out_holding_a_users_dumps_is_refused_and_nothing_removed(tmp_path: Path, capsys) -> None:
+    # A user's own dumps named eager/ and graph/ (a natural choice), and `graphprobe demo --out` their parent:
+    # the demo must not remove them as if an earlier demo had written them.
+    for side in ("eager", "graph"):
+        _pid_dump(tmp_path / "mine" / side / "step0" / "pid7")
+    before = _tree(tmp_path / "mine")
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path / "mine")]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "mine" / "eager") in err and "step0" in err and "no demo wrote" in err, err
+    assert _tree(tmp_path / "mine") == before
+
+
+def test_demo_out_holding_a_users_config_named_like_the_demos_is_refused(tmp_path: Path, capsys) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "graph.json").write_text('{"task": "tensor", "dump_path": "/data/run7"}')
+    before = _tree(mine)
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert str(mine / "graph.json") in err and "not a config the demo wrote" in err, err
+    assert _tree(mine) == before

@@ -114,6 +114,49 @@ def _write_config(path: str, dump_path: str, level: str) -> str:
     return path
 
 
+_DEMO_CONFIG_KEYS = {"task", "dump_path", "level", "rank"}
+
+
+def _written_by_demo(config_path: str, dump_dir: str) -> bool:
+    """Whether ``config_path`` is the config an earlier demo wrote for
+    ``dump_dir`` (:func:`_write_config`'s keys, that dump_path)."""
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(config, dict) and set(config) == _DEMO_CONFIG_KEYS
+            and isinstance(config.get("dump_path"), str) and os.path.abspath(config["dump_path"]) == dump_dir)
+
+
+def _clear_earlier_demo(out: str, sides: dict[str, str]) -> None:
+    """Removes the ``step*`` folders of an earlier demo run into ``out`` (an
+    earlier run's steps next to this run's would be two pid folders per step,
+    which compare refuses to pair by guessing).
+
+    Only what a demo wrote is removed: ``{out}/{side}/step*`` when
+    ``{out}/{side}.json`` is the config the demo writes for that folder. When
+    ``--out`` holds anything else under those names (a user's own dumps in
+    ``eager/`` or ``graph/``, a user's ``eager.json``), the demo would remove
+    or overwrite it: a ValueError naming it, before anything is changed."""
+    doomed = []
+    for side, dump_dir in sides.items():
+        config_path = os.path.join(out, f"{side}.json")
+        steps = step_folders(dump_dir)
+        ours = _written_by_demo(config_path, dump_dir)
+        if os.path.lexists(config_path) and not ours:
+            raise ValueError(f"--out {out}: {config_path} exists and is not a config the demo wrote (it would be "
+                             "overwritten); allowed: a new or empty folder, or one an earlier demo wrote")
+        if steps and not ours:
+            raise ValueError(f"--out {out}: {dump_dir} holds step folders ({', '.join(steps[:5])}"
+                             f"{', ...' if len(steps) > 5 else ''}) that no demo wrote ({config_path} is missing), "
+                             "and the demo would remove them; allowed: a new or empty folder, or one an earlier "
+                             "demo wrote")
+        doomed.extend(os.path.join(dump_dir, name) for name in steps)
+    for folder in doomed:
+        shutil.rmtree(folder)
+
+
 def _record(model, inputs, config_path, runner_factory, say) -> None:
     from graphprobe.dumper import AclGraphDumper
 
@@ -184,11 +227,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     fault = parse_fault(options.inject_fault, base) if options.inject_fault else None
 
     t0 = time.time()
-    # The demo's own dump folders: an earlier demo's steps would sit next to
-    # this run's (two pid folders per step, which compare refuses to guess).
-    for folder in (bench_dir, target_dir):
-        for name in step_folders(folder):
-            shutil.rmtree(os.path.join(folder, name))
+    _clear_earlier_demo(out, {"eager": bench_dir, "graph": target_dir})
     say(f"[1/3] reference: eager on {device}, level {options.level}, {options.steps} steps -> {bench_dir}")
     _record(copy.deepcopy(base), inputs, _write_config(os.path.join(out, "eager.json"), bench_dir, options.level),
             _eager_runner, say)
