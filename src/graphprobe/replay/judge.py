@@ -30,6 +30,8 @@ import itertools
 import json
 import math
 import os
+import random
+import sys
 from typing import Any
 
 import torch
@@ -182,12 +184,15 @@ def _copy_bytes(module: torch.nn.Module) -> int:
 
 
 def _to64(value: Any) -> Any:
+    """``value`` for the float64 replay; always new tensors (copy=True): a
+    float64 or integer input would otherwise be the kept input itself, and a
+    forward that writes into its input would change what replay saves."""
     if isinstance(value, torch.Tensor):
         if value.is_floating_point():
-            return value.to(device=_f64_device(value.device), dtype=torch.float64)
+            return value.to(device=_f64_device(value.device), dtype=torch.float64, copy=True)
         if value.is_complex():
-            return value.to(device=_f64_device(value.device), dtype=torch.complex128)
-        return value.to(device=_f64_device(value.device))
+            return value.to(device=_f64_device(value.device), dtype=torch.complex128, copy=True)
+        return value.to(device=_f64_device(value.device), copy=True)
     if isinstance(value, tuple):
         return tuple(_to64(v) for v in value)
     if isinstance(value, list):
@@ -199,19 +204,44 @@ def _to64(value: Any) -> Any:
     return value
 
 
-def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
+_RngState = tuple[torch.Tensor, list[torch.Tensor], Any, Any]
+
+
+def _numpy_random() -> Any:
+    """numpy's global generator module, if the process imported numpy (replay
+    does not import it)."""
+    numpy = sys.modules.get("numpy")
+    return getattr(numpy, "random", None) if numpy is not None else None
+
+
+def _rng_state() -> _RngState:
+    """The global generators a forward may draw from: torch's CPU and CUDA
+    ones, Python's ``random`` and numpy's (a layer-drop written with them)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-    return torch.random.get_rng_state(), cuda
+    np_random = _numpy_random()
+    return (torch.random.get_rng_state(), cuda, random.getstate(),
+            np_random.get_state() if np_random is not None else None)
 
 
-def _rng_restore(state: tuple[torch.Tensor, list[torch.Tensor]]) -> bool:
+def _same_numpy_state(a: Any, b: Any) -> bool:
+    if a is None or b is None:  # numpy imported by the forward itself: its generator was fresh
+        return True
+    return a[0] == b[0] and bool((a[1] == b[1]).all()) and tuple(a[2:]) == tuple(b[2:])
+
+
+def _rng_restore(state: _RngState) -> bool:
     """Restores the generators; whether the replay had drawn from them."""
-    cpu, cuda = state
-    now_cpu, now_cuda = _rng_state()
-    drew = not torch.equal(cpu, now_cpu) or any(not torch.equal(a, b) for a, b in zip(cuda, now_cuda))
+    cpu, cuda, py, np_state = state
+    now_cpu, now_cuda, now_py, now_np = _rng_state()
+    drew = (not torch.equal(cpu, now_cpu) or any(not torch.equal(a, b) for a, b in zip(cuda, now_cuda))
+            or py != now_py or not _same_numpy_state(np_state, now_np))
     torch.random.set_rng_state(cpu)
     if cuda:
         torch.cuda.set_rng_state_all(cuda)
+    random.setstate(py)
+    np_random = _numpy_random()
+    if np_state is not None and np_random is not None:
+        np_random.set_state(np_state)
     return drew
 
 

@@ -1,0 +1,102 @@
+"""Replay leaves the user's state as it found it, and saves the inputs graph
+mode had (references: the generators' states taken before ``step()``, the
+tensors the test passed in)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from graphprobe import AclGraphDumper
+
+
+def _replay_file(dump_path: str, step: int) -> tuple[str, dict[str, Any]]:
+    found = glob.glob(os.path.join(dump_path, f"step{step}", "*", "replay.json"))
+    assert len(found) == 1, f"expected one replay.json for step {step}, found {found}"
+    with open(found[0]) as f:
+        return os.path.dirname(found[0]), json.load(f)
+
+
+class PythonDropout(nn.Module):
+    """Drops its input at random with Python's and numpy's generators (a
+    layer-drop written with ``random``/``np.random``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keep = random.random() < 0.5 and np.random.uniform() < 0.5
+        return x * 2 if keep else x * 0
+
+
+class HoldsDropout(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = PythonDropout()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(x)
+
+
+def test_python_and_numpy_generators_are_restored(write_config, tmp_path) -> None:
+    random.seed(0)
+    np.random.seed(0)
+    model = HoldsDropout()
+    dumper = AclGraphDumper(write_config(replay={"list": ["drop"]}))
+    dumper.start(model)
+    with torch.no_grad():
+        model(torch.ones(4))
+    py_state, np_state = random.getstate(), np.random.get_state()
+    dumper.step()
+    dumper.stop()
+    assert random.getstate() == py_state
+    after = np.random.get_state()
+    assert after[0] == np_state[0] and np.array_equal(after[1], np_state[1]) and after[2:] == np_state[2:]
+    (call,) = _replay_file(str(tmp_path / "dump"), 0)[1]["modules"]
+    # Its output cannot be reproduced: not judged, as for torch's own generators.
+    assert call["verdict"] == "not judged" and "draws random numbers" in call["reason"], call
+
+
+class ShiftsInPlace(nn.Module):
+    """Writes into its inputs (an index and a float64 offset) before using them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(10, 4)
+
+    def forward(self, idx: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        idx.add_(1)
+        offset.mul_(3)
+        return self.table(idx) + offset.to(self.table.weight.dtype)
+
+
+class HoldsShift(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.shift = ShiftsInPlace()
+
+    def forward(self, idx: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        return self.shift(idx, offset)
+
+
+def test_saved_inputs_are_the_inputs_of_the_call(write_config, tmp_path) -> None:
+    torch.manual_seed(0)
+    model = HoldsShift()
+    idx = torch.tensor([1, 2, 3])
+    offset = torch.tensor([0.5, 1.5, 2.5], dtype=torch.float64).unsqueeze(1)
+    given_idx, given_offset = idx.clone(), offset.clone()
+    dumper = AclGraphDumper(write_config(replay={"list": ["ShiftsInPlace"], "save_inputs": True}))
+    dumper.start(model)
+    with torch.no_grad():
+        model(idx, offset)
+    dumper.step()
+    dumper.stop()
+    folder, doc = _replay_file(str(tmp_path / "dump"), 0)
+    (call,) = doc["modules"]
+    assert call["verdict"] == "inherits", call
+    saved = torch.load(os.path.join(folder, call["inputs_file"]), weights_only=True)
+    assert torch.equal(saved["args"][0], given_idx) and torch.equal(saved["args"][1], given_offset)
