@@ -187,3 +187,38 @@ def test_a_call_without_tensors_takes_no_index_in_either_layout(tmp_path):
     (o,) = run.outcomes
     assert o.counts == {"pass": 2, "warning": 0, "error": 0, "unmatched": 0}
     assert sorted(_rows(run)) == ["ident.0.forward.input.0", "ident.0.forward.output.0"]
+
+
+def _hostile_folder(tmp_path: Path, *names: str) -> Path:
+    data = tmp_path / "h" / "step0" / "pid1" / "dump_tensor_data"
+    data.mkdir(parents=True)
+    torch.save(torch.ones(2), data / "linear.0.output.pt")
+    for name in names:
+        torch.save(torch.ones(2), data / name)
+    return tmp_path / "h"
+
+
+@pytest.mark.parametrize("name", ["linear.0.input.999999999.pt", "linear.0.input.0.99999999999999999999999.pt"])
+def test_a_file_name_with_a_huge_list_position_is_refused_naming_it(tmp_path, capsys, name):
+    # Before: the mirror's dump.json got a list of a billion nulls (memory, then minutes of JSON).
+    root = _hostile_folder(tmp_path, name)
+    assert main(["compare", str(root), str(root), "-o", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert name in err and "list position" in err and "allowed" in err, err
+
+
+def test_a_name_with_a_non_ascii_digit_is_a_key_not_a_position(tmp_path):
+    # "²" is a digit to str.isdigit() but int("²") raises: it must not crash the compare.
+    root = _hostile_folder(tmp_path, "linear.0.input.².pt")
+    run = compare(root, root, tmp_path / "out", html=False, progress=False)
+    (o,) = run.outcomes
+    assert o.error is None and o.counts["unmatched"] == 0
+
+
+def test_a_fifo_named_like_a_tensor_file_is_not_opened(tmp_path):
+    # torch.load on a FIFO blocks until a writer comes: the compare would never end.
+    root = _hostile_folder(tmp_path)
+    os.mkfifo(root / "step0" / "pid1" / "dump_tensor_data" / "linear.0.input.0.pt")
+    run = compare(root, root, tmp_path / "out", html=False, progress=False)
+    (o,) = run.outcomes
+    assert o.error is None and o.counts["pass"] >= 1

@@ -33,16 +33,22 @@ import atexit
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from graphprobe.aclgraph_layout import ACLGRAPH_TENSOR_DIRS, entry_api, parse_file_name, safe_file_stem
+from graphprobe.compare.pairing import PairingError
 
 __all__ = ["aclgraph_tensor_dir", "build_dump_json", "prepare_sides"]
 
 _DUMP = "dump.json"
 _DATA_DIR = "dump_tensor_data"
+#: The list positions (``null`` places) one folder's file names may open
+#: beyond its files: a name such as ``f.0.input.999999999.pt`` would make
+#: the mirror a list of a billion nulls.
+MAX_EMPTY_POSITIONS = 1 << 20
 
 
 def aclgraph_tensor_dir(folder: Path) -> Path | None:
@@ -65,11 +71,15 @@ def aclgraph_tensor_dir(folder: Path) -> Path | None:
 def _tensor_record(path: Path, torch: Any) -> dict[str, Any] | None:
     """A dump.json tensor record computed from one file; None when the file
     does not hold one tensor (then it is listed as a file that cannot be read)."""
+    unreadable = {"type": "torch.Tensor", "dtype": "unknown", "shape": [], "Max": None, "Min": None, "Mean": None,
+                  "Norm": None, "data_name": path.name}
     try:
+        # A FIFO or device named like a tensor file would block the read or never end: not opened.
+        if not stat.S_ISREG(path.stat().st_mode):
+            return unreadable
         t = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001  an unreadable file: compare names it when reading it
-        return {"type": "torch.Tensor", "dtype": "unknown", "shape": [], "Max": None, "Min": None, "Mean": None,
-                "Norm": None, "data_name": path.name}
+        return unreadable
     if not isinstance(t, torch.Tensor):
         return None
     record: dict[str, Any] = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape),
@@ -91,21 +101,35 @@ def _tensor_record(path: Path, torch: Any) -> dict[str, Any] | None:
     return record
 
 
-def _put(container: Any, keys: tuple[str, ...], value: Any, as_list: bool) -> Any:
+def _put(container: Any, keys: tuple[str, ...], value: Any, as_list: bool, budget: list[int]) -> Any:
     """Places ``value`` at ``keys`` in nested lists (digit keys of a list
-    part) or dicts; returns the container."""
+    part) or dicts; returns the container. ``budget[0]``: the empty
+    positions still allowed (:data:`MAX_EMPTY_POSITIONS`); the caller checks
+    it before placing."""
     if not keys:
         return value
     key = keys[0]
-    if as_list and key.isdigit():
+    if as_list and _is_position(key):
         container = container if isinstance(container, list) else []
         i = int(key)
+        budget[0] -= max(0, i - len(container))
         container.extend([None] * (i + 1 - len(container)))
-        container[i] = _put(container[i], keys[1:], value, True)
+        container[i] = _put(container[i], keys[1:], value, True, budget)
         return container
     container = container if isinstance(container, dict) else {}
-    container[key] = _put(container.get(key), keys[1:], value, as_list)
+    container[key] = _put(container.get(key), keys[1:], value, as_list, budget)
     return container
+
+
+def _is_position(key: str) -> bool:
+    """A list position in a file name: ASCII digits only (``"²"`` is a
+    digit to ``str.isdigit`` but not to ``int``)."""
+    return key.isascii() and key.isdigit()
+
+
+def _positions(suffix: tuple[str, ...]) -> int:
+    """The most empty list positions placing a file of ``suffix`` can open."""
+    return sum(int(k) if len(k) < 20 else MAX_EMPTY_POSITIONS + 1 for k in suffix if _is_position(k))
 
 
 def build_dump_json(tensor_dir: Path) -> dict[str, Any]:
@@ -128,7 +152,14 @@ def build_dump_json(tensor_dir: Path) -> dict[str, Any]:
     position = {(api, call): i for api, found in calls.items() for i, call in enumerate(sorted(set(found)))}
     entries: dict[str, dict[str, Any]] = {}
     written: dict[str, int] = {}
+    budget = [MAX_EMPTY_POSITIONS]
     for parsed, name, mtime in files:
+        if parsed.io in ("input", "output") and _positions(parsed.suffix) > budget[0]:
+            raise PairingError(f"{tensor_dir / name}: its name places a tensor at list position "
+                               f"{'.'.join(parsed.suffix)}, which with the folder's other names would leave more "
+                               f"than {MAX_EMPTY_POSITIONS} positions without a file; allowed: file names of "
+                               "msprobe's aclgraph layout, {api}.{call}.{input|input_kwargs|output}[.{i}].pt, whose "
+                               "positions are those of a call's arguments")
         n = position[(parsed.api, parsed.call)]
         entry = f"{parsed.api}.forward.{n}" if parsed.api.startswith("Module.") else f"{parsed.api}.{n}.forward"
         record = _tensor_record(tensor_dir / name, torch)
@@ -137,12 +168,12 @@ def build_dump_json(tensor_dir: Path) -> dict[str, Any]:
         parts = entries.setdefault(entry, {})
         written[entry] = min(written.get(entry, mtime), mtime)
         if parsed.io == "input":
-            parts["input_args"] = _put(parts.get("input_args"), parsed.suffix or ("0",), record, True)
+            parts["input_args"] = _put(parts.get("input_args"), parsed.suffix or ("0",), record, True, budget)
         elif parsed.io == "output":
-            parts["output"] = _put(parts.get("output"), parsed.suffix or ("0",), record, True)
+            parts["output"] = _put(parts.get("output"), parsed.suffix or ("0",), record, True, budget)
         else:
             key = "input_kwargs" if parsed.io == "input_kwargs" else "parameters"
-            parts[key] = _put(parts.get(key), parsed.suffix or ("0",), record, False)
+            parts[key] = _put(parts.get(key), parsed.suffix or ("0",), record, False, budget)
     for parts in entries.values():
         parts.setdefault("input_args", [])
         parts.setdefault("input_kwargs", {})
