@@ -41,7 +41,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.hooks import RemovableHandle
 
 from graphprobe._ops import _C, record_stats
-from graphprobe.wiring import probe
+from graphprobe.wiring import probe, slicing
 
 __all__ = ["GradProbe", "ParamGradRecorder", "backward_entry", "in_recomputation", "wrap_inputs", "wrap_output"]
 
@@ -90,10 +90,14 @@ class GradProbe(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        # statistics.slice applies to gradients as to every recorded tensor
+        # (msprobe's eager dumper slices each tensor it analyses); the view
+        # is recorded, the whole gradient passed on.
+        (recorded,) = slicing.sliced([grad])
         if torch.compiler.is_compiling():
-            record_stats(grad, ctx.site, ctx.index)
+            record_stats(recorded, ctx.site, ctx.index)
         else:
-            _record_eager(grad, ctx.site, ctx.index)
+            _record_eager(recorded, ctx.site, ctx.index)
         return grad, None, None
 
 
@@ -255,7 +259,10 @@ class ParamGradRecorder:
         if self._groups:
             self._handles.append(register_optimizer_step_pre_hook(self._optimizer_step))
 
+    @torch._dynamo.disable
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        # Eager even inside a compiled optimizer step: the gradients are read
+        # now, before the step changes anything.
         self.record(True, reset=False)
 
     def _count(self, p: torch.Tensor) -> None:
@@ -281,6 +288,7 @@ class ParamGradRecorder:
                 tensors = [probe._recordable(g) for _, g, _ in rows]
                 for i, t in enumerate(tensors):
                     if t is not None:
+                        (t,) = slicing.sliced([t])  # statistics.slice, as for the parameters themselves
                         record_stats(t, int(site), i)
         except Exception as exc:  # noqa: BLE001 - step() must not fail for a probe
             global _warned
