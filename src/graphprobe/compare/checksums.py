@@ -225,8 +225,12 @@ def checksum_lines(run: Any) -> list[str]:
         same, diff = comparison.count(IDENTICAL), comparison.count(DIFFERENT)
         other = len(comparison.rows) - same - diff
         tail = f", {other} without a checksum or partner" if other else ""
-        verdict = (f"first bit-different: {comparison.first_different}" if comparison.first_different
-                   else "every paired tensor bit-identical")
+        if comparison.first_different:
+            verdict = f"first bit-different: {comparison.first_different}"
+        elif same:
+            verdict = "every paired tensor bit-identical"
+        else:  # md5 null on one side everywhere (e.g. an NPU dump): nothing was compared
+            verdict = "no tensor has a checksum on both sides, nothing compared"
         lines.append(f"checksums {pair.label}: {same} bit-identical, {diff} bit-different{tail}; {verdict} "
                      f"({csv_path})")
     return lines
