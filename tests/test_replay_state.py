@@ -100,3 +100,34 @@ def test_saved_inputs_are_the_inputs_of_the_call(write_config, tmp_path) -> None
     assert call["verdict"] == "inherits", call
     saved = torch.load(os.path.join(folder, call["inputs_file"]), weights_only=True)
     assert torch.equal(saved["args"][0], given_idx) and torch.equal(saved["args"][1], given_offset)
+
+
+class Checkpointed(nn.Module):
+    """Two Linears; the first block's forward is recomputed in the backward
+    pass (non-reentrant activation checkpointing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=False)
+        return self.b(torch.relu(h))
+
+
+def test_forwards_recomputed_in_backward_keep_no_call(write_config, tmp_path, read_step) -> None:
+    """The program calls each module once: a checkpointed forward re-run by
+    the backward pass is not a call (as dump.json's L0 records leave it out)."""
+    torch.manual_seed(0)
+    model = Checkpointed()
+    dumper = AclGraphDumper(write_config(replay=True))
+    dumper.start(model)
+    model(torch.randn(3, 4, requires_grad=True)).sum().backward()
+    dumper.step()
+    dumper.stop()
+    _, doc = _replay_file(str(tmp_path / "dump"), 0)
+    assert [m["entry"] for m in doc["modules"]] == ["Module.a.Linear.forward.0", "Module.b.Linear.forward.0"]
+    assert all(m["verdict"] == "inherits" for m in doc["modules"]), doc["modules"]
+    forwards = sorted(e for e in read_step(str(tmp_path / "dump"), 0)["data"] if ".forward." in e)
+    assert forwards == ["Module.a.Linear.forward.0", "Module.b.Linear.forward.0"]

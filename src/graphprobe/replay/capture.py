@@ -39,6 +39,7 @@ from torch.fx.node import has_side_effect
 from torch.utils.hooks import RemovableHandle
 
 from graphprobe.replay.config import ReplayConfig
+from graphprobe.wiring.backward import in_recomputation
 from graphprobe.wiring.probe import MAX_DEPTH, safe_text
 from graphprobe.wiring.symbolic import concrete_numbers
 
@@ -369,6 +370,8 @@ def _open_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str,
             keep_op(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"), site,
                     PART_OPEN)
             return
+        if in_recomputation():  # activation checkpointing re-runs the forward in backward: not a call
+            return
         try:
             site, tensors = _call_parts(module, path, cls, args, kwargs, buffers, params)
             _keep_impl(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"), site,
@@ -386,6 +389,8 @@ def _close_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str
             outs: list[torch.Tensor] = []
             _describe(output, 0, outs)
             keep_op(outs, site, PART_CLOSE)
+            return
+        if in_recomputation():
             return
         try:
             site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params)
