@@ -251,3 +251,30 @@ def test_the_rules_equal_msprobes_own_slice_by_config():
         finally:
             slicing.install(())
         assert got.shape == want.shape and torch.equal(got, want), (shape, rules)
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_gradients_are_sliced_as_every_recorded_tensor(backend, write_config, read_step, tmp_path):
+    # msprobe's eager dumper slices every tensor it analyses (its _analyze_tensor), gradients included; before,
+    # the forward records of this Linear were [4, ...] and its backward and parameter-gradient records whole.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8))
+    x = torch.randn(6, 6, generator=torch.Generator().manual_seed(2))
+    cfg = write_config(task="statistics", level="L0", statistics={"slice": [{"end": 4}]})
+    dumper = graphprobe.AclGraphDumper(cfg)
+    dumper.start(model)
+    run = model if backend is None else torch.compile(model, backend=backend)
+    run(x).pow(2).sum().backward()
+    dumper.step()
+    dumper.stop()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    # References: the gradients of an unwired twin (plain autograd), sliced by hand, float64 statistics.
+    ref = torch.nn.Linear(6, 8)
+    ref.load_state_dict(model[0].state_dict())
+    out = ref(x)
+    out.retain_grad()
+    out.pow(2).sum().backward()
+    _check(data["Module.0.Linear.backward.0"]["input"][0], out.grad[:4])
+    grads = data["Module.0.Linear.parameters_grad.0"]
+    _check(grads["weight"][0], ref.weight.grad[:4])
+    _check(grads["bias"][0], ref.bias.grad[:4])

@@ -93,11 +93,10 @@ class GradProbe(torch.autograd.Function):
         # statistics.slice applies to gradients as to every recorded tensor
         # (msprobe's eager dumper slices each tensor it analyses); the view
         # is recorded, the whole gradient passed on.
-        (recorded,) = slicing.sliced([grad])
         if torch.compiler.is_compiling():
-            record_stats(recorded, ctx.site, ctx.index)
+            record_stats(slicing.sliced([grad])[0], ctx.site, ctx.index)
         else:
-            _record_eager(recorded, ctx.site, ctx.index)
+            _record_eager(grad, ctx.site, ctx.index)
         return grad, None, None
 
 
@@ -105,7 +104,7 @@ def _record_eager(grad: torch.Tensor, site: int, index: int) -> None:
     """Records in eager autograd; never raises into the user's backward."""
     global _warned
     try:
-        record_stats(grad, site, index)
+        record_stats(slicing.sliced([grad])[0], site, index)  # a sparse gradient cannot be sliced: warned below
     except Exception as exc:  # noqa: BLE001 - a probe must not break training
         if not _warned:
             _warned = True
