@@ -168,3 +168,26 @@ def test_a_workbook_that_cannot_be_written_is_an_error_not_a_silence(tmp_path: P
     assert "(xlsx not written)" in out
     assert "step0/rank0: cannot write" in err and ".xlsx" in err and "No space left on device" in err
     assert list((tmp_path / "o" / "step0").glob("*.csv"))  # the CSV is kept
+
+
+def test_every_flag_of_the_installed_msprobe_compare_is_accepted_or_refused_with_a_reason(tmp_path: Path,
+                                                                                           capsys) -> None:
+    # The reference is msprobe's own parser (not graphprobe's table): a flag missing from both
+    # graphprobe's options and UNSUPPORTED would be argparse's bare "unrecognized arguments".
+    import argparse
+
+    compare_parser = pytest.importorskip("msprobe.core.compare.utils")._compare_parser
+    theirs = argparse.ArgumentParser()
+    compare_parser(theirs)
+    t, b = _pair(tmp_path)
+    for action in theirs._actions:
+        for flag in action.option_strings:
+            if flag in ("-h", "--help", "-tp", "--target_path", "-gp", "--golden_path"):
+                continue
+            value = [] if action.nargs == 0 else (["auto"] if flag in ("-m", "--mode") else ["x.json"])
+            if flag in ("-o", "--output_path"):
+                value = [str(tmp_path / "o")]
+            out_dir = [] if value == [str(tmp_path / "o")] else ["-o", str(tmp_path / "o")]
+            code, _, err = cli(capsys, "compare", "-tp", str(t), "-gp", str(b), *out_dir, flag, *value, "-q")
+            assert "unrecognized arguments" not in err, (flag, err)
+            assert code == 0 or "(an msprobe compare flag) is not supported: it is" in err, (flag, code, err)

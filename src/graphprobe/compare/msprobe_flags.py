@@ -21,7 +21,8 @@ name maps; graphprobe compares PyTorch with PyTorch, where names match),
 ``-da`` (msprobe's diff analysis; graphprobe's first divergence is printed
 always), ``--rank``/``--step`` (pass the rank or step folder instead), the
 offline-model and fusion-rule options, ``--consistent_check``/``--backend``
-(train-vs-inference), ``-tensor_log``, and ``-m`` modes other than ``auto``.
+(train-vs-inference), ``--config`` (tensor post-processing), ``-tensor_log``, and ``-m`` modes other
+than ``auto``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ UNSUPPORTED: dict[tuple[str, ...], str] = {
     ("--consistent_check",): "msprobe's training-vs-inference compare (verl, fsdp/megatron), which graphprobe "
                              "does not do",
     ("--backend",): "an option of msprobe's training-vs-inference compare",
+    ("--config",): "msprobe's tensor post-processing config (valid lengths of an API's outputs), which graphprobe "
+                   "does not read; statistics.slice limits what a graphprobe dump records",
 }
 
 
