@@ -117,6 +117,21 @@ def test_xlsx_keeps_formula_looking_text_as_text(tmp_path: Path) -> None:
     assert sheet["C2"].value == "nan" and sheet["C3"].value == "N/A"
 
 
+def test_xlsx_keeps_as_text_the_numbers_a_spreadsheet_would_show_differently(tmp_path: Path) -> None:
+    # A spreadsheet's numbers are doubles: 9223372036854775807 (int64's largest, a common sentinel in an
+    # integer tensor's Max) would show as 9223372036854775808; "007" as 7; "-0" as 0.
+    kept = ["9223372036854775807", "-9007199254740993", "007", "-0", "+5", "\uff11\uff12"]
+    numbers = {"12": 12, "-12": -12, "9007199254740992": 2**53, "0.25": 0.25}
+    csv_path = tmp_path / "compare_result_0_1.csv"
+    cells = kept + list(numbers)
+    csv_path.write_text("Max\n" + "\n".join(cells) + "\n", encoding="utf-8")
+    sheet = openpyxl.load_workbook(write_workbook(csv_path))["result"]
+    got = [sheet.cell(row=i + 2, column=1).value for i in range(len(cells))]
+    assert got[: len(kept)] == kept
+    assert got[len(kept):] == list(numbers.values())
+    assert all(type(g) is type(v) for g, v in zip(got[len(kept):], numbers.values()))
+
+
 def test_long_results_continue_on_a_second_sheet(tmp_path: Path, monkeypatch) -> None:
     import graphprobe.compare.workbook as wb
 

@@ -5,7 +5,8 @@ next to each CSV, with the CSV's columns and cells (``graphprobe compare
 Written from the finished CSV, so the two never disagree: every cell holds
 the CSV's text, except that a cell whose text reads as a finite number is
 stored as that number (so that a spreadsheet sorts and filters it), as
-msprobe's workbook does. Text cells are stored as text, never as formulas
+msprobe's workbook does, unless the spreadsheet would show another number
+(:func:`_cell`). Text cells are stored as text, never as formulas
 (a name that begins with ``=`` stays text; the CSV's leading ``'`` of
 formula neutralisation is kept, so both files show the same). A sheet holds
 at most 1,048,576 rows (the xlsx limit): longer results continue on sheets
@@ -53,12 +54,24 @@ def workbook_path(csv_path: Path) -> Path:
     return csv_path.with_suffix(".xlsx")
 
 
+#: The largest integer a spreadsheet holds exactly (its numbers are doubles).
+_EXACT_INT = 2**53
+
+
 def _cell(text: str) -> str | float | int:
     """The CSV's text, or the finite number it reads as (an integer stays
     an integer). ``nan``, ``inf``, ``N/A``, ``None`` and other words stay
-    text, as the CSV writes them."""
+    text, as the CSV writes them; so does a number the cell would not show
+    as the CSV does: an integer with leading zeros or a sign (``007``,
+    ``-0``, ``+5``), one beyond 2**53 (a spreadsheet would round
+    ``9223372036854775807``), and non-ASCII digits."""
+    if not text.isascii():
+        return text
+    if text.lstrip("-+").isdigit():
+        value = int(text)
+        return value if str(value) == text and abs(value) <= _EXACT_INT else text
     try:
-        return int(text) if text.lstrip("-").isdigit() and text.isascii() else _finite(float(text), text)
+        return _finite(float(text), text)
     except ValueError:
         return text
 
