@@ -292,3 +292,21 @@ def test_version_never_wraps_the_path(tmp_path: Path) -> None:
 
     # 44 characters and more, on one line though COLUMNS is 40 (argparse wrapped it, cutting the path)
     assert proc.stdout == f"graphprobe {graphprobe.__version__} ({os.path.dirname(graphprobe.__file__)})\n"
+
+
+def test_index_never_shows_a_pair_that_is_not_a_pass_as_a_pass(tmp_path: Path) -> None:
+    # step0/rank1's target holds only the first of the bench's three calls: compare calls such a side
+    # short ("NOT A PASS", Coverage.problem); its row had the pass colour because it has no error rows.
+    for side in ("t", "b"):
+        for rank in (0, 1):
+            data = simple_model_dump()
+            if side == "t" and rank == 1:
+                data = dict(list(data.items())[:1])
+            write_dump(tmp_path / side / "step0" / f"rank{rank}" / "dump.json", data)
+    run = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out", progress=False)
+    short = {o.pair.process: o for o in run.outcomes}["rank1"]
+    assert short.coverage is not None and short.coverage.problem and not short.counts.get("error")
+    text = (tmp_path / "out" / "index.html").read_text()
+    classes = dict((name, cls) for cls, name in re.findall(r'<tr class="(\w+)"><td>step0</td><td><a [^>]*>(\w+)</a>',
+                                                            text))
+    assert classes == {"rank0": "pass", "rank1": "error"}, classes

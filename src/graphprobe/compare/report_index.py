@@ -56,7 +56,8 @@ def render_index(run: CompareRun) -> str:
         if problem:
             first += f'<br><span class="problem">NOT A PASS: {html.escape(problem)}</span>'
         files = _link(o.csv_path, root, "CSV")
-        verdict = "error" if o.first_divergence or o.counts.get("error") else \
+        # A short or empty side is never a pass (Coverage.problem), whatever its rows say.
+        verdict = "error" if o.first_divergence or o.counts.get("error") or problem else \
             "warning" if o.counts.get("warning") else "pass"
         rows.append(f'<tr class="{verdict}"><td>{step}</td><td>{name}</td>{counts}<td><code>{first}</code></td>'
                     f"<td>{files}</td></tr>")
