@@ -131,3 +131,59 @@ def test_forwards_recomputed_in_backward_keep_no_call(write_config, tmp_path, re
     assert all(m["verdict"] == "inherits" for m in doc["modules"]), doc["modules"]
     forwards = sorted(e for e in read_step(str(tmp_path / "dump"), 0)["data"] if ".forward." in e)
     assert forwards == ["Module.a.Linear.forward.0", "Module.b.Linear.forward.0"]
+
+
+class _DeviceGenerator:
+    """A PrivateUse1 device module's generator API (as torch_npu's
+    ``torch.npu``), its state one counter per device."""
+
+    def __init__(self) -> None:
+        self.counter = torch.zeros(2, dtype=torch.int64)
+
+    def draw(self) -> float:
+        self.counter[0] += 1
+        return float(self.counter[0] % 2)
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [self.counter.clone()]
+
+    def set_rng_state_all(self, states: list[torch.Tensor]) -> None:
+        self.counter.copy_(states[0])
+
+
+_DEVICE = _DeviceGenerator()
+
+
+class DeviceDropout(nn.Module):
+    """Drops its input with the device's generator (dropout on an NPU)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * _DEVICE.draw()
+
+
+class HoldsDeviceDropout(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = DeviceDropout()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(x)
+
+
+def test_privateuse1_generators_are_restored(write_config, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(torch._C, "_get_privateuse1_backend_name", lambda: "gp_test_device")
+    monkeypatch.setattr(torch, "gp_test_device", _DEVICE, raising=False)
+    model = HoldsDeviceDropout()
+    dumper = AclGraphDumper(write_config(replay={"list": ["drop"]}))
+    dumper.start(model)
+    with torch.no_grad():
+        model(torch.ones(4))
+    before = _DEVICE.counter.clone()
+    dumper.step()
+    dumper.stop()
+    assert torch.equal(_DEVICE.counter, before)
+    (call,) = _replay_file(str(tmp_path / "dump"), 0)[1]["modules"]
+    assert call["verdict"] == "not judged" and "draws random numbers" in call["reason"], call

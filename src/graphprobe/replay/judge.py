@@ -204,7 +204,7 @@ def _to64(value: Any) -> Any:
     return value
 
 
-_RngState = tuple[torch.Tensor, list[torch.Tensor], Any, Any]
+_RngState = tuple[torch.Tensor, list[torch.Tensor], Any, Any, list[torch.Tensor]]
 
 
 def _numpy_random() -> Any:
@@ -214,13 +214,30 @@ def _numpy_random() -> Any:
     return getattr(numpy, "random", None) if numpy is not None else None
 
 
+def _privateuse1() -> Any:
+    """The PrivateUse1 device's module (``torch.npu`` with torch_npu) when it
+    is in use and has per-device generators; else None."""
+    try:
+        name = torch._C._get_privateuse1_backend_name()
+        module = getattr(torch, name, None) if name != "privateuseone" else None
+        if module is None or not all(hasattr(module, f) for f in ("get_rng_state_all", "set_rng_state_all")):
+            return None
+        initialized = getattr(module, "is_initialized", None)
+        return module if initialized is None or initialized() else None
+    except Exception:  # a device module without a working generator API: nothing to restore there
+        return None
+
+
 def _rng_state() -> _RngState:
-    """The global generators a forward may draw from: torch's CPU and CUDA
-    ones, Python's ``random`` and numpy's (a layer-drop written with them)."""
+    """The global generators a forward may draw from: torch's CPU, CUDA and
+    PrivateUse1 (NPU) ones, Python's ``random`` and numpy's (a layer-drop
+    written with them)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     np_random = _numpy_random()
+    device = _privateuse1()
     return (torch.random.get_rng_state(), cuda, random.getstate(),
-            np_random.get_state() if np_random is not None else None)
+            np_random.get_state() if np_random is not None else None,
+            list(device.get_rng_state_all()) if device is not None else [])
 
 
 def _same_numpy_state(a: Any, b: Any) -> bool:
@@ -231,10 +248,11 @@ def _same_numpy_state(a: Any, b: Any) -> bool:
 
 def _rng_restore(state: _RngState) -> bool:
     """Restores the generators; whether the replay had drawn from them."""
-    cpu, cuda, py, np_state = state
-    now_cpu, now_cuda, now_py, now_np = _rng_state()
+    cpu, cuda, py, np_state, device_states = state
+    now_cpu, now_cuda, now_py, now_np, now_device = _rng_state()
     drew = (not torch.equal(cpu, now_cpu) or any(not torch.equal(a, b) for a, b in zip(cuda, now_cuda))
-            or py != now_py or not _same_numpy_state(np_state, now_np))
+            or py != now_py or not _same_numpy_state(np_state, now_np)
+            or any(not torch.equal(a, b) for a, b in zip(device_states, now_device)))
     torch.random.set_rng_state(cpu)
     if cuda:
         torch.cuda.set_rng_state_all(cuda)
@@ -242,6 +260,9 @@ def _rng_restore(state: _RngState) -> bool:
     np_random = _numpy_random()
     if np_state is not None and np_random is not None:
         np_random.set_state(np_state)
+    device = _privateuse1()
+    if device_states and device is not None:
+        device.set_rng_state_all(device_states)
     return drew
 
 
