@@ -60,6 +60,28 @@ def record(model: torch.nn.Module, inputs: dict[str, torch.Tensor], dump_path: s
     dumper.stop()
 
 
+MARKER = ".graphprobe_example"  # in --out: a later run may clear what this script wrote there
+
+
+def check_out(parser: argparse.ArgumentParser, out: str) -> None:
+    """Stops (exit 2) when ``out`` holds files this example did not write:
+    each run clears its earlier dumps there (compare refuses to pair two
+    runs' pid folders in one step by guessing), and those must never be a
+    user's own folders."""
+    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
+        parser.error(f"--out {out}: the folder holds files this example did not write and a run would remove or "
+                     "overwrite some; allowed: a new or empty folder, or one an earlier run of this example wrote")
+
+
+def clear_out(out: str, subs: tuple[str, ...]) -> None:
+    """Removes the folders an earlier run of this example wrote into ``out``
+    (after :func:`check_out`) and marks ``out`` as this example's."""
+    for sub in subs:
+        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
+    os.makedirs(out, exist_ok=True)
+    open(os.path.join(out, MARKER), "w").close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="graphprobe_example", help="output folder (default: %(default)s)")
@@ -70,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # Each run gets its own dump_path: a second run into a used one would put
     # two pid folders into each step (start() warns; compare refuses to guess).
-    for sub in ("eager", "compiled", "compare"):
-        shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
-    os.makedirs(args.out, exist_ok=True)
+    check_out(parser, args.out)
+    clear_out(args.out, ("eager", "compiled", "compare"))
     bench_dir, target_dir = os.path.join(args.out, "eager"), os.path.join(args.out, "compiled")
 
     base, inputs = build_model(), make_inputs()

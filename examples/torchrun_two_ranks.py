@@ -56,6 +56,28 @@ def record(model: nn.Module, x: torch.Tensor, dump_path: str, backend: str | Non
     dumper.stop()
 
 
+MARKER = ".graphprobe_example"  # in --out: a later run may clear what this script wrote there
+
+
+def check_out(parser: argparse.ArgumentParser, out: str) -> None:
+    """Stops (exit 2) when ``out`` holds files this example did not write:
+    each run clears its earlier dumps there (compare refuses to pair two
+    runs' pid folders in one step by guessing), and those must never be a
+    user's own folders."""
+    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
+        parser.error(f"--out {out}: the folder holds files this example did not write and a run would remove or "
+                     "overwrite some; allowed: a new or empty folder, or one an earlier run of this example wrote")
+
+
+def clear_out(out: str, subs: tuple[str, ...]) -> None:
+    """Removes the folders an earlier run of this example wrote into ``out``
+    (after :func:`check_out`) and marks ``out`` as this example's."""
+    for sub in subs:
+        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
+    os.makedirs(out, exist_ok=True)
+    open(os.path.join(out, MARKER), "w").close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="graphprobe_ranks", help="output folder (default: %(default)s)")
@@ -63,13 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-rank", type=int, help="scale this rank's 'down' output by 1.5 in the compiled run")
     args = parser.parse_args(argv)
 
+    check_out(parser, args.out)  # every rank, before any rank changes the folder: all stop or none
     dist.init_process_group("gloo")  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR/PORT
     rank = dist.get_rank()
     bench_dir, target_dir = os.path.join(args.out, "eager"), os.path.join(args.out, "compiled")
     if rank == 0:  # each run its own dump_path
-        for sub in ("eager", "compiled", "compare"):
-            shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
-        os.makedirs(args.out, exist_ok=True)
+        clear_out(args.out, ("eager", "compiled", "compare"))
     dist.barrier()
 
     torch.manual_seed(0)  # the same weights on every rank

@@ -66,6 +66,28 @@ def train(model: nn.Module, data: list, dump_path: str, backend: str | None, fau
     dumper.stop()
 
 
+MARKER = ".graphprobe_example"  # in --out: a later run may clear what this script wrote there
+
+
+def check_out(parser: argparse.ArgumentParser, out: str) -> None:
+    """Stops (exit 2) when ``out`` holds files this example did not write:
+    each run clears its earlier dumps there (compare refuses to pair two
+    runs' pid folders in one step by guessing), and those must never be a
+    user's own folders."""
+    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
+        parser.error(f"--out {out}: the folder holds files this example did not write and a run would remove or "
+                     "overwrite some; allowed: a new or empty folder, or one an earlier run of this example wrote")
+
+
+def clear_out(out: str, subs: tuple[str, ...]) -> None:
+    """Removes the folders an earlier run of this example wrote into ``out``
+    (after :func:`check_out`) and marks ``out`` as this example's."""
+    for sub in subs:
+        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
+    os.makedirs(out, exist_ok=True)
+    open(os.path.join(out, MARKER), "w").close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="graphprobe_training", help="output folder (default: %(default)s)")
@@ -74,9 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-step", type=int, help="nudge a weight of the compiled run before this iteration")
     args = parser.parse_args(argv)
 
-    for sub in ("eager", "compiled", "compare"):  # each run its own dump_path
-        shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
-    os.makedirs(args.out, exist_ok=True)
+    check_out(parser, args.out)
+    clear_out(args.out, ("eager", "compiled", "compare"))  # each run its own dump_path
     bench_dir, target_dir = os.path.join(args.out, "eager"), os.path.join(args.out, "compiled")
     base, data = build_model(), batches(args.steps)
     train(copy.deepcopy(base), data, bench_dir, None, None)

@@ -130,3 +130,23 @@ def test_cuda_graph_example_says_it_needs_a_gpu(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(EXAMPLES / "cuda_graph.py")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr
+
+
+@pytest.mark.parametrize("script", ["eager_vs_compile.py", "training_loop.py", "torchrun_two_ranks.py",
+                                    "cuda_graph.py"])
+def test_an_out_holding_a_users_folders_is_refused_and_left_as_it_is(tmp_path: Path, script: str) -> None:
+    # Each example clears its earlier run's eager/compiled/graph/compare folders; before, it removed those
+    # folders whatever wrote them (`--out ~/work` would delete ~/work/compare).
+    mine = tmp_path / "mine"
+    for rel in ("eager/step0/pid1/dump.json", "compiled/notes.txt", "graph/notes.txt", "compare/results.csv"):
+        (mine / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mine / rel).write_text(rel)
+    before = {str(p.relative_to(mine)): p.read_text() for p in mine.rglob("*") if p.is_file()}
+    path = os.pathsep.join([str(EXAMPLES.parent / "src"), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, str(EXAMPLES / script), "--out", str(mine)], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    if script != "cuda_graph.py":  # without a GPU it stops earlier, for that reason
+        assert f"--out {mine}: the folder holds files this example did not write" in proc.stderr, proc.stderr
+    assert {str(p.relative_to(mine)): p.read_text() for p in mine.rglob("*") if p.is_file()} == before
