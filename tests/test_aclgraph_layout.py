@@ -286,3 +286,21 @@ def test_compare_pairs_the_two_layouts_when_file_stems_coincide(write_config, tm
     (o,) = run.outcomes
     # Two calls, each: input, output, weight, bias.
     assert o.error is None and o.counts["unmatched"] == 0 and o.counts["pass"] == 8, o.counts
+
+
+def test_a_training_step_in_the_aclgraph_layout_leaves_only_files_of_the_layout(write_config, tmp_path):
+    # Backward and parameter-gradient records (e83019f) have no name in msprobe's aclgraph layout, whose dumper
+    # records forward calls only: their files were left under dump.json names with dump.json removed, and
+    # compare read "Module.0.Linear.backward.0.input.0.pt" as a forward call of "Module.0.Linear.backward".
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor", level="L0", tensor={"layout": "aclgraph"}))
+    dumper.start(model)
+    model(torch.ones(1, 2)).sum().backward()
+    dumper.step()
+    dumper.stop()
+    (proc,) = os.listdir(tmp_path / "dump" / "step0")
+    folder = tmp_path / "dump" / "step0" / proc
+    assert sorted(os.listdir(folder)) == ["dump_tensor_data"]
+    assert sorted(os.listdir(folder / "dump_tensor_data")) == [
+        "Module.0.Linear.0.input.0.pt", "Module.0.Linear.0.output.pt", "Module.0.Linear.0.parameters.bias.pt",
+        "Module.0.Linear.0.parameters.weight.pt"]

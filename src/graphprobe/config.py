@@ -128,7 +128,12 @@ class DumpConfig:
 
     @property
     def records_grads(self) -> bool:
-        """Whether module calls get backward and parameter-gradient records (L0, mix)."""
+        """Whether module calls get backward and parameter-gradient records
+        (L0, mix). Not in msprobe's aclgraph tensor layout: its files name
+        forward calls only (msprobe's aclgraph dumper records no backward),
+        and a backward file would keep a name no reader of the layout knows."""
+        if self.task == "tensor" and self.tensor_layout == "aclgraph":
+            return False
         return self.records_modules and ("all" in self.data_mode or "backward" in self.data_mode)
 
     def selects_rank(self, rank: int) -> bool:
