@@ -278,3 +278,31 @@ def test_gradients_are_sliced_as_every_recorded_tensor(backend, write_config, re
     grads = data["Module.0.Linear.parameters_grad.0"]
     _check(grads["weight"][0], ref.weight.grad[:4])
     _check(grads["bias"][0], ref.bias.grad[:4])
+
+
+class Masked(torch.nn.Module):
+    """The probed input's length depends on the data (a boolean mask)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x[x > 0]) * 2
+
+
+@pytest.mark.parametrize("rules, keep", [([{"size": 4, "end": 2}], slice(None)), ([{"end": 2}], slice(0, 2))])
+def test_a_data_dependent_length_never_raises_in_the_users_graph(rules, keep, write_config, read_step, tmp_path):
+    # Inside a compiled graph the masked length is unbacked: comparing it with `size` raised
+    # "Could not guard on data-dependent expression" from the user's compiled forward (fullgraph).
+    # It cannot match `size` (the rule is skipped); a rule without `size` still slices.
+    x = torch.tensor([1.0, -1.0, 2.0, 3.0, -5.0, 4.0])
+    model = Masked()
+    dumper = graphprobe.AclGraphDumper(write_config(task="statistics", level="L0", statistics={"slice": rules}))
+    dumper.start(model)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        out = torch.compile(model, backend="aot_eager", fullgraph=True)(x)
+    dumper.step()
+    dumper.stop()
+    assert torch.equal(out, x[x > 0] * 2)
+    _check(_record(str(tmp_path / "dump"), read_step), x[x > 0][keep])

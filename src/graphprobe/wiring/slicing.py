@@ -14,6 +14,12 @@ reproduced exactly:
   slicing);
 * a tensor no rule applies to is recorded whole.
 
+One departure, where msprobe's eager rule has no counterpart: inside a
+compiled graph, a length that depends on the data (the output of
+``nonzero`` or of a boolean mask: an unbacked size) is unknown when the
+graph is traced, so a rule with ``size`` on that dimension is skipped for it
+rather than raising in the user's forward.
+
 The slice is a view (basic indexing), taken in the wiring right before the
 probe op: under ``torch.compile`` it is traced into the graph, so the
 statistics are computed on the device from the slice, with no host sync. The
@@ -28,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 __all__ = ["SliceWiring", "install", "sliced"]
 
@@ -57,7 +64,12 @@ def _slice_one(tensor: torch.Tensor, rules: tuple[tuple[int, int | None, int, in
     for dim, size, begin, end in rules:
         if dim >= ndim:
             continue
-        if size is not None and tensor.shape[dim] != size:
+        # guard_or_false: a length known at trace time (static, or dynamic and
+        # then guarded on) is compared as it is; a data-dependent one (the
+        # output of nonzero or a boolean mask inside a compiled graph) cannot
+        # be, and comparing it would raise inside the user's forward, so it
+        # never matches `size` (docs/limitations.md).
+        if size is not None and not guard_or_false(tensor.shape[dim] == size):
             continue
         index[dim] = slice(begin, end)
         applies = True
