@@ -403,3 +403,16 @@ def test_first_divergence_is_the_first_backward_entry_in_execution_order(write_c
     rows = list(csv.DictReader(open(glob.glob(str(out / "*.csv"))[0])))
     first = {r["NPU Name"] for r in rows if r["First Divergence"]}
     assert first and all(n.startswith("Module.block.fc1.Linear.backward.0.") for n in first), first
+
+
+def test_overhead_benchmark_runs(tmp_path):
+    """benchmarks/backward_overhead.py on one step and round (aot_eager): the
+    table is written with both modes and the record counts (no timing asserted)."""
+    root = HERE.parent
+    out = tmp_path / "overhead.md"
+    subprocess.run([sys.executable, str(root / "benchmarks" / "backward_overhead.py"), "--steps", "1", "--rounds", "1",
+                    "--backend", "aot_eager", "--out", str(out)], check=True, capture_output=True, timeout=600,
+                   cwd=root)
+    text = out.read_text()
+    assert "| eager |" in text and "| torch.compile(aot_eager, fullgraph) |" in text
+    assert "33 / 87" in text  # forward records only / with backward and parameter-gradient records
