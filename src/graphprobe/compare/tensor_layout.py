@@ -273,7 +273,7 @@ def _mirror(path: Path, into: Path, depth: int) -> None:
     if (path / _DUMP).is_file() or depth == 0:
         into.parent.mkdir(parents=True, exist_ok=True)
         os.symlink(path.resolve(), into)
-        return False
+        return
     into.mkdir(parents=True, exist_ok=True)
     for child in _children(path):
         if child.name not in ACLGRAPH_TENSOR_DIRS:
