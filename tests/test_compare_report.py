@@ -310,3 +310,45 @@ def test_index_never_shows_a_pair_that_is_not_a_pass_as_a_pass(tmp_path: Path) -
     classes = dict((name, cls) for cls, name in re.findall(r'<tr class="(\w+)"><td>step0</td><td><a [^>]*>(\w+)</a>',
                                                             text))
     assert classes == {"rank0": "pass", "rank1": "error"}, classes
+
+
+def _two_pairs(tmp_path: Path) -> None:
+    for side in ("t", "b"):
+        for rank in (0, 1):
+            write_dump(tmp_path / side / "step0" / f"rank{rank}" / "dump.json", simple_model_dump())
+
+
+def test_an_index_html_of_the_users_in_the_output_folder_is_never_replaced(tmp_path: Path) -> None:
+    # `-o .` in a folder with a web page of the user's: before, compare replaced it with its index.
+    _two_pairs(tmp_path)
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "index.html").write_text("<html><title>my project</title></html>")
+    run = compare(tmp_path / "t", tmp_path / "b", out, progress=False)
+    assert (out / "index.html").read_text() == "<html><title>my project</title></html>"
+    assert run.index_path is not None and re.fullmatch(r"index_\d{14}\.html", run.index_path.name)
+    page = _Links()
+    page.feed(run.index_path.read_text())
+    assert sorted(link for link in page.links if "compare_report_" in link) == sorted(
+        str(o.report_path.relative_to(out)) for o in run.outcomes)
+    from graphprobe.compare.summary import format_summary
+
+    assert f"index of the reports: {run.index_path.name}" in format_summary(run, top=1)
+    # graphprobe's own index.html is replaced by the next compare's, as before.
+    again = compare(tmp_path / "t", tmp_path / "b", tmp_path / "o2", progress=False)
+    assert again.index_path == tmp_path / "o2" / "index.html"
+    assert compare(tmp_path / "t", tmp_path / "b", tmp_path / "o2", progress=False).index_path == again.index_path
+
+
+def test_an_index_that_cannot_be_written_is_a_warning_and_the_results_stay(tmp_path: Path, monkeypatch) -> None:
+    from graphprobe.compare import report_index
+
+    def full(path, text):
+        raise OSError(28, "No space left on device")
+
+    _two_pairs(tmp_path)
+    monkeypatch.setattr(report_index, "write_text_atomic", full)
+    with pytest.warns(RuntimeWarning, match="index of the reports could not be written.*No space left"):
+        run = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out", progress=False)
+    assert run.index_path is None and len(run.outcomes) == 2
+    assert all(o.csv_path is not None and o.csv_path.is_file() for o in run.outcomes)

@@ -168,6 +168,8 @@ class CompareRun:
     outcomes: list[PairOutcome]
     unpaired: list[Unpaired]
     output_dir: Path
+    # The index page over the reports (report_index.py), when one was written.
+    index_path: Path | None = None
 
     @property
     def failures(self) -> list[PairOutcome]:

@@ -6,7 +6,9 @@ Written by :func:`graphprobe.compare.compare` when it writes two or more
 HTML reports (a single pair's report is its own index), atomically, over
 the index of an earlier compare into the same folder: the index lists the
 latest compare's reports (the earlier ones stay, under their own
-time-stamped names).
+time-stamped names). An ``index.html`` that graphprobe did not write (``-o``
+pointed at a folder of the user's) is never replaced: the index is then
+``index_{time}.html``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from graphprobe.output_files import write_text_atomic
 __all__ = ["INDEX_NAME", "render_index", "write_index"]
 
 INDEX_NAME = "index.html"
+# In every index page graphprobe writes: how an index.html is known as ours.
+_GENERATOR = '<meta name="generator" content="graphprobe compare index">'
+_OLD_TITLE = "<title>graphprobe compare: "  # pages written before the generator tag
 _RESULTS = ("pass", "warning", "error", "unmatched")
 
 
@@ -67,6 +72,7 @@ def render_index(run: CompareRun) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
+{_GENERATOR}
 <title>graphprobe compare: {len(run.outcomes)} reports</title>
 <style>
 body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}
@@ -89,8 +95,27 @@ verdict; first divergence is graphprobe's noise-aware first divergence ("-": non
 """
 
 
-def write_index(run: CompareRun) -> Path:
-    """Writes ``index.html`` into ``run.output_dir`` and returns its path."""
-    path = Path(run.output_dir) / INDEX_NAME
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is an index page graphprobe wrote (or is absent)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return _GENERATOR in head or _OLD_TITLE in head
+
+
+def write_index(run: CompareRun, stamp: str) -> Path:
+    """Writes the index page into ``run.output_dir`` and returns its path:
+    ``index.html``, or ``index_{stamp}.html`` (``_{k}`` added while taken)
+    when an ``index.html`` there is not graphprobe's."""
+    out = Path(run.output_dir)
+    path = out / INDEX_NAME
+    k = 0
+    while not _ours(path):
+        k += 1
+        path = out / (f"index_{stamp}.html" if k == 1 else f"index_{stamp}_{k - 1}.html")
     write_text_atomic(path, render_index(run))
     return path

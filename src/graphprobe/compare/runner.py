@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+import warnings
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, replace
@@ -289,5 +290,10 @@ def compare(
             release_names(task[1], task[2])
     run = CompareRun(outcomes=outcomes, unpaired=pairing.unpaired, output_dir=out)
     if sum(o.report_path is not None for o in outcomes) > 1:
-        write_index(run)  # index.html: every report of this compare, with its counts and first divergence
+        # index.html: every report of this compare, with its counts and first divergence
+        try:
+            run.index_path = write_index(run, stamp)
+        except OSError as e:  # the results are written: the index alone is missing, and said so
+            warnings.warn(f"compare: the index of the reports could not be written into {out}: {e}",
+                          RuntimeWarning, stacklevel=2)
     return run

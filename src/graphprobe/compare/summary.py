@@ -11,7 +11,6 @@ from graphprobe._text import terminal_safe
 from graphprobe.compare.explain import floors_text, noise_text
 from graphprobe.compare.numbers import short_number, short_pct, shorten_numbers
 from graphprobe.compare.outcome import CompareRun
-from graphprobe.compare.report_index import INDEX_NAME
 
 __all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary"]
 
@@ -133,9 +132,8 @@ def _file_lines(run: CompareRun, workbooks: dict[Path, Path | str]) -> list[str]
         book = workbooks.get(o.csv_path) if o.csv_path is not None else None
         extra = f"  {rel(book)}" if isinstance(book, Path) else "  (xlsx not written)" if book else ""
         lines.append(f"  {o.pair.label:<{width}}  {rel(o.csv_path)}  {rel(o.report_path)}{extra}")
-    index = Path(root) / INDEX_NAME
-    if sum(o.report_path is not None for o in written) > 1 and index.is_file():
-        lines.append(f"  index of the reports: {rel(index)}")
+    if run.index_path is not None:
+        lines.append(f"  index of the reports: {rel(run.index_path)}")
     return lines
 
 
