@@ -287,3 +287,40 @@ def test_an_inherited_method_is_wrapped_and_removed_again(write_config, tmp_path
     (proc,) = os.listdir(tmp_path / "dump" / "step0")
     _assert_bit_equal(_files(tmp_path / "dump" / "step0" / proc / "dump_tensor_data"),
                       {"matmul.0.input.0.pt": x, "matmul.0.input.1.pt": w, "matmul.0.output.pt": out})
+
+
+class _Fill(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.empty(3).fill_(2.0)
+
+
+@pytest.mark.parametrize("path, model, x, backend", [
+    # The probe of a part without tensors (torch.empty(3)'s inputs) makes its marker with torch.empty in a
+    # traced graph: the wrapped torch.empty called itself until RecursionError, inside the user's compile.
+    ("torch.empty", _Fill(), torch.ones(3), "aot_eager"),
+    # The probe reads a nested tensor through values(): the wrapped values() recursed in eager mode.
+    ("torch.Tensor.values", torch.nn.Identity(), None, None),
+])
+def test_an_api_the_probes_use_themselves_can_be_wrapped(path, model, x, backend, write_config, tmp_path,
+                                                         read_step):
+    if x is None:
+        x = torch.nested.nested_tensor([torch.ones(2), torch.full((3,), 2.0)])
+    dumper = graphprobe.AclGraphDumper(write_config(task="tensor", level="L0", tensor={"custom_api": [path],
+                                                                                       "layout": "dump_json"}))
+    dumper.start(model)
+    try:
+        run = model if backend is None else torch.compile(model, backend=backend, fullgraph=True)
+        out = run(x) if path == "torch.empty" else x.values()
+        dumper.step()
+    finally:
+        dumper.stop()
+    api = path.rsplit(".", 1)[1]
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    assert f"{api}.0.forward" in data, list(data)
+    if path == "torch.empty":
+        assert torch.equal(out, torch.full((3,), 3.0))
+        assert data["empty.0.forward"]["input_args"][0] == {"type": "int", "value": 3}
+        assert data["empty.0.forward"]["output"][0]["shape"] == [3]
+    else:
+        assert torch.equal(out, torch.tensor([1.0, 1.0, 2.0, 2.0, 2.0]))
+        assert data["values.0.forward"]["output"][0]["shape"] == [5]

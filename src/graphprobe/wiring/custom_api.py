@@ -101,16 +101,39 @@ def resolve(index: int, path: str) -> CustomApiTarget:
                          'e.g. "my_package.ops.reshape_and_cache"')
 
 
+# True while a wrapper runs graphprobe's probe code. The probes call torch
+# themselves (torch.empty for a part without tensors in a traced graph,
+# values() of a nested or sparse tensor): a wrapped API among those would
+# call its wrapper again from inside the probe and recurse until Python's
+# limit, inside the user's forward (msprobe guards its collection the same
+# way, AclGraphDumper._dc). Such inner calls run the original only.
+_probing = False
+
+
 def _wrapper(function: Callable[..., Any], api: str) -> Callable[..., Any]:
     entry = safe_text(f"{api}.{{n}}.forward")
 
+    def probe(*values: Any) -> None:
+        """Probes the inputs (``args, kwargs``) or the output (one value)."""
+        global _probing
+        _probing = True
+        try:
+            if torch.compiler.is_compiling():  # dynamic=True: sizes may be symbolic
+                values = tuple(concrete_numbers(v) for v in values)
+            if len(values) == 2:
+                probe_inputs(entry, values[0], values[1])
+            else:
+                probe_output(entry, values[0])
+        finally:
+            _probing = False
+
     @functools.wraps(function)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        compiling = torch.compiler.is_compiling()
-        probe_inputs(entry, concrete_numbers(args) if compiling else args,
-                     concrete_numbers(kwargs) if compiling else kwargs)
+        if _probing:
+            return function(*args, **kwargs)
+        probe(args, kwargs)
         output = function(*args, **kwargs)
-        probe_output(entry, concrete_numbers(output) if compiling else output)
+        probe(output)
         return output
 
     setattr(wrapped, _ORIGIN, function)
