@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -182,6 +183,13 @@ def test_config_rules_and_the_tensor_task():
     with pytest.warns(UserWarning, match="statistics.slice' is ignored by the tensor task"):
         cfg = parse_config({**BASE, "task": "tensor", "statistics": {"slice": [{"end": 4}]}})
     assert cfg.slices == ()
+    # tensor.slice: msprobe's eager dumper slices the saved tensors, graphprobe saves them whole: said, not silent.
+    with pytest.warns(UserWarning, match="'tensor.slice' is ignored: the tensor task saves tensors whole"):
+        cfg = parse_config({**BASE, "task": "tensor", "tensor": {"slice": [{"end": 4}]}})
+    assert cfg.slices == ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_config({**BASE, "task": "tensor", "tensor": {"slice": []}})  # empty: nothing to ignore
 
 
 def test_the_slice_example_config(tmp_path, read_step):

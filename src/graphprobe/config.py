@@ -343,6 +343,10 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
             warnings.warn("config: 'statistics.slice' is ignored by the tensor task (msprobe's graph mode slices "
                           "statistics only; tensors are saved whole)", stacklevel=_user_stacklevel())
             slices = ()
+        if isinstance(section, dict) and section.get("slice"):
+            warnings.warn("config: 'tensor.slice' is ignored: the tensor task saves tensors whole (msprobe's "
+                          "aclgraph dumper ignores it too; its eager dumper would slice the saved tensors)",
+                          stacklevel=_user_stacklevel())
     elif tensor.given:
         warnings.warn("config: the 'tensor' section (list, custom_api, layout) is ignored by the statistics task "
                       "(set \"task\": \"tensor\" to use it)", stacklevel=_user_stacklevel())
