@@ -102,6 +102,17 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
   std::stable_sort(all.begin(), all.end(), [](const Instance* a, const Instance* b) { return a->start < b->start; });
   std::map<std::string, int64_t> counts;
   for (Instance* inst : all) inst->n = counts[inst->call->entry]++;
+  // An L1 backward call takes the {n} of its forward call (linked at
+  // insertion, PartLayout::forward_site), as msprobe names it: forward calls
+  // without a backward (under no_grad) must not shift the numbers.
+  for (Instance* inst : all) {
+    const Site* open = registry.site(inst->call->input_site);
+    if (open == nullptr || !open->layout || open->layout->forward_site < 0) continue;
+    const Site* fwd = registry.site(open->layout->forward_site);
+    if (fwd == nullptr) continue;
+    auto it = instances.find(InstanceKey{fwd->call, inst->captured, inst->instance});
+    if (it != instances.end()) inst->n = it->second.n;
+  }
   std::stable_sort(all.begin(), all.end(), [](const Instance* a, const Instance* b) { return a->end < b->end; });
 
   std::vector<CallRecord> calls;

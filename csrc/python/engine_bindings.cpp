@@ -71,9 +71,10 @@ void bind_engine(py::module_& m) {
         opening ? "open_call" : "close_call",
         [opening](std::string entry, std::vector<Place> places, std::vector<int64_t> order,
                   std::vector<bool> requires_grad, const py::tuple& leaves, int mode, int64_t program,
-                  std::vector<std::vector<std::pair<std::string, std::string>>> extras) {
+                  std::vector<std::vector<std::pair<std::string, std::string>>> extras, int64_t forward_site) {
           PartLayout layout = to_layout(std::move(entry), std::move(places), std::move(order),
                                         std::move(requires_grad), leaves, std::move(extras));
+          layout.forward_site = forward_site;  // an L1 backward call's forward call (call_registry.h)
           Engine& e = Engine::get();
           return opening ? e.open_call(std::move(layout), to_mode(mode), program)
                          : e.close_call(std::move(layout), to_mode(mode), program);
@@ -81,6 +82,7 @@ void bind_engine(py::module_& m) {
         py::arg("entry"), py::arg("places"), py::arg("order"), py::arg("requires_grad"), py::arg("leaves"),
         py::arg("mode"), py::arg("program"),
         py::arg("extras") = std::vector<std::vector<std::pair<std::string, std::string>>>{},
+        py::arg("forward_site") = int64_t{-1},
         opening ? "Registers the input part of a new call; returns the site its probes carry."
                 : "Registers the output part of the latest open call of `entry`; returns its site.");
   }

@@ -46,6 +46,7 @@ from graphprobe.module_names import check_module_names
 from graphprobe import aclgraph_layout as _aclgraph
 from graphprobe.wiring import custom_api as _custom_api
 from graphprobe.wiring import slicing as _slicing
+from graphprobe.wiring import api_backward as _api_backward
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.modules import ModuleWiring
 from graphprobe.wiring.backward import record_parameter_grads
@@ -228,7 +229,7 @@ class AclGraphDumper:
                 warnings.warn(f"graphprobe: start(): {_no_module_cause(model, self.config)}", RuntimeWarning,
                               stacklevel=2)
         if self.config.records_apis:
-            wired.wiring.append(ApiWiring(model, self.config.keywords))
+            wired.wiring.append(ApiWiring(model, self.config.keywords, grads=_api_backward.wanted(self.config)))
         if self.config.replay is not None:  # "replay": keeps module calls to re-run at step() (graphprobe.replay)
             wired.wiring.append(ReplayWiring(model, self.config.replay))
         if self.config.slices:  # statistics task only (config.py)

@@ -90,6 +90,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
+from graphprobe.wiring import api_backward, backward
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output
 from graphprobe.wiring.symbolic import concrete_numbers
 
@@ -322,8 +323,9 @@ def _called_by_compiled_code() -> bool:
 class _ApiMode(TorchFunctionMode):
     """Probes the calls to the functions of ``entries``; passes the rest through."""
 
-    def __init__(self, entries: dict[Callable[..., Any], str]) -> None:
+    def __init__(self, entries: dict[Callable[..., Any], str], grads: bool = False) -> None:
         super().__init__()
+        self.grads = grads  # backward records (wiring/api_backward.py)
         # Looked up by name, then by identity: dynamo 2.13 misses some Python
         # functions (Tensor.__rsub__) as dict keys and then fails its own guard.
         by_name: dict[str, list[tuple[Callable[..., Any], str, _Layout | None]]] = {}
@@ -357,9 +359,19 @@ class _ApiMode(TorchFunctionMode):
         shown_args, shown_kwargs = (args, kwargs) if layout is None else _bind(layout, args, kwargs)
         if torch.compiler.is_compiling():
             shown_args, shown_kwargs = concrete_numbers(shown_args), concrete_numbers(shown_kwargs)
-        probe_inputs(entry, shown_args, shown_kwargs)
+        site = probe_inputs(entry, shown_args, shown_kwargs)
+        grad_entry = None
+        if self.grads and torch.is_grad_enabled() and not backward.in_recomputation():
+            # The bound form, as the forward record shows the arguments, so
+            # that the gradients are numbered alike in eager and compiled code.
+            bound = (args, kwargs) if layout is None else _bind(layout, args, kwargs)
+            wrapped = api_backward.wrap_inputs(entry, site, bound[0], bound[1])
+            if wrapped is not None:
+                args, kwargs, grad_entry = wrapped
         out = func(*args, **kwargs)
         probe_output(entry, concrete_numbers(out) if torch.compiler.is_compiling() else out)
+        if grad_entry is not None:
+            return backward.wrap_output(grad_entry, out)
         return out
 
 
@@ -427,6 +439,7 @@ class ApiWiring:
         model: torch.nn.Module,
         keywords: tuple[str, ...],
         table: Mapping[str, tuple[str, ...]] = DEFAULT_APIS,
+        grads: bool = False,
     ) -> None:
         self.entries = resolve_apis(keywords, table)
         # Weak references only: a dumper dropped without stop() keeps its
@@ -438,7 +451,7 @@ class ApiWiring:
         if not self.entries:
             return
         saved = model.__dict__.get("forward")  # usually None: forward is the class's method
-        mode = _ApiMode(self.entries)
+        mode = _ApiMode(self.entries, grads)
         inner = model.forward
         wired = self._wired = [True]
 

@@ -252,7 +252,7 @@ def _fusion_allowed() -> bool:
     return allowed
 
 
-def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> None:
+def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> int:
     tensors: list[torch.Tensor] = []
     places: list[_Place] = []
     orders: list[int] = []
@@ -287,18 +287,21 @@ def _probe(opening: bool, entry: str, parts: tuple[tuple[str, Any], ...]) -> Non
                 record_stats(tensor, site, i)
     elif tensors:
         _C.record_part(site, tensors)  # runs now: one call, no dispatcher per tensor
+    return site
 
 
 def probe_inputs(
     entry: str, args: tuple[Any, ...], kwargs: dict[str, Any], parameters: dict[str, Any] | None = None
-) -> None:
+) -> int:
     """Opens a call of ``entry`` (a name template with ``{n}`` for the call
     index) and probes its positional and keyword inputs, and a module's own
-    ``parameters`` (msprobe's ``parameters`` part) when given."""
+    ``parameters`` (msprobe's ``parameters`` part) when given. Returns the
+    site of the inputs (the call's identity; an L1 backward call links to
+    it, wiring/api_backward.py)."""
     parts: tuple[tuple[str, Any], ...] = (("input_args", args), ("input_kwargs", kwargs))
     if parameters is not None:
         parts += (("parameters", parameters),)
-    _probe(True, entry, parts)
+    return _probe(True, entry, parts)
 
 
 def probe_output(entry: str, output: Any) -> None:
