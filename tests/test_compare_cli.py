@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -209,3 +210,18 @@ def test_python_dash_m(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "pass" in proc.stdout
+
+
+def test_messages_name_msprobes_proc_folders_as_they_are_on_disk(tmp_path: Path, capsys) -> None:
+    # msprobe's eager dumper writes proc{P}; the refusal listed them as "pid1", a folder that is not there.
+    for name in ("proc1", "proc2"):
+        write_dump(tmp_path / "t" / "step0" / name / "dump.json", simple_model_dump())
+    write_dump(tmp_path / "b" / "step0" / "pid9" / "dump.json", simple_model_dump())
+    code, _, err = cli(capsys, "compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(tmp_path / "o"))
+    assert code == 2
+    assert "proc1 (dump.json of" in err and "proc2 (dump.json of" in err and "pid9 (dump.json of" in err, err
+    assert "pid1 " not in err and "pid2 " not in err, err
+    code, out, err = cli(capsys, "compare", str(tmp_path / "t"), str(tmp_path / "b"), "-o", str(tmp_path / "o"),
+                         "--pid-pairing", "newest", "--no-report")
+    assert code == 0, err
+    assert re.search(r"step0/proc[12] \(an older run", out), out  # the unpaired one, by its folder name

@@ -133,7 +133,12 @@ class _Proc:
 
     @property
     def name(self) -> str:
-        return "dump" if self.kind == "single" else f"{self.kind}{self.number}"
+        """The process folder's name as it is on disk, for messages (msprobe's
+        ``proc{P}`` stays ``proc{P}``, though it pairs as a pid folder)."""
+        if self.kind == "single":
+            return "dump"
+        folder = self.path.parent.name
+        return folder if _PROC.fullmatch(folder) else f"{self.kind}{self.number}"
 
 
 @dataclass(frozen=True)
