@@ -304,3 +304,20 @@ def test_a_training_step_in_the_aclgraph_layout_leaves_only_files_of_the_layout(
     assert sorted(os.listdir(folder / "dump_tensor_data")) == [
         "Module.0.Linear.0.input.0.pt", "Module.0.Linear.0.output.pt", "Module.0.Linear.0.parameters.bias.pt",
         "Module.0.Linear.0.parameters.weight.pt"]
+
+
+@pytest.mark.parametrize("fails", ["unlink", "makedirs"])
+def test_a_failure_outside_the_renames_is_an_error_naming_the_path_not_an_exception(tmp_path, monkeypatch, fails):
+    # Before: os.unlink(dump.json) / os.makedirs(staging) raised a bare OSError out of step().
+    data = {"Module.a.Linear.forward.0": {"input_args": [_record("in.pt")], "input_kwargs": {}, "output": []}}
+    folder = _folder(tmp_path, data)
+
+    def refuse(*args, **kwargs):
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(aclgraph_layout.os, fails, refuse)
+    errors = convert_process_folder(folder, CallCounter())
+    assert len(errors) == 1 and "Permission denied" in errors[0], errors
+    assert ("dump.json" if fails == "unlink" else ".aclgraph_names") in errors[0]
+    assert "dump.json" in os.listdir(folder)  # every file is still there, under one name or the other
+    assert len(os.listdir(os.path.join(folder, "dump_tensor_data"))) == 1

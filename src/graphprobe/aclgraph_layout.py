@@ -186,11 +186,14 @@ def convert_process_folder(folder: str, counter: CallCounter) -> list[str]:
     errors: list[str] = []
     renames = _renames(doc, counter)
     if not renames:
-        os.unlink(doc_path)
-        return errors
+        return _remove_dump_json(doc_path, errors)
     # Into a fresh folder first: an aclgraph name may equal a dump.json name
     # not yet moved.
-    os.makedirs(staging, exist_ok=True)
+    try:
+        os.makedirs(staging, exist_ok=True)
+    except OSError as exc:
+        return [f"{staging}: cannot be made to rename the tensor files to msprobe's aclgraph names: "
+                f"{exc.strerror or exc}; the step keeps its dump.json layout"]
     moved = []
     taken: set[str] = set()
     for old, new in renames:
@@ -217,5 +220,16 @@ def convert_process_folder(folder: str, counter: CallCounter) -> list[str]:
     except OSError as exc:
         errors.append(f"{data_dir}: cannot be replaced by {staging}: {exc.strerror or exc}")
     if not errors:
+        return _remove_dump_json(doc_path, errors)
+    return errors
+
+
+def _remove_dump_json(doc_path: str, errors: list[str]) -> list[str]:
+    """Removes dump.json once every file has its aclgraph name; a failure is
+    one more error (step() raises it as DumpWriteError, never an OSError)."""
+    try:
         os.unlink(doc_path)
+    except OSError as exc:
+        errors.append(f"{doc_path}: cannot be removed after its files were renamed to msprobe's aclgraph names: "
+                      f"{exc.strerror or exc}")
     return errors
