@@ -227,6 +227,10 @@ def test_msprobe_tensor_section_config_form():
         parse_config({"dump_path": "d", "task": "tensor", "tensor": {"custom_api": ["reshape"]}})
     with pytest.raises(ConfigValueError, match="both select"):
         parse_config({"dump_path": "d", "task": "tensor", "statistics": {"list": ["a"]}, "tensor": {"list": ["b"]}})
+    # The same keywords in another case select the same names (matching ignores case): not two selections.
+    both = parse_config({"dump_path": "d", "task": "tensor", "statistics": {"list": ["Linear"]},
+                         "tensor": {"list": ["linear"]}})
+    assert both.keywords == ("linear",)
     with pytest.warns(UserWarning, match="ignored by the statistics task"):
         assert parse_config({"dump_path": "d", "tensor": {"custom_api": APIS}}).custom_api == ()
 

@@ -334,7 +334,8 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
     tensor = parse_tensor_section(section, errors)
     if task == "tensor":
         if tensor.keywords is not None:
-            if keywords and list(tensor.keywords) != keywords:
+            # Compared as they are used (keywords match case-insensitively).
+            if keywords and [k.lower() for k in tensor.keywords] != [k.lower() for k in keywords]:
                 raise ConfigValueError(f"config fields 'statistics.list' {keywords!r} and 'tensor.list' "
                                        f"{list(tensor.keywords)!r} both select what the tensor task saves; keep one "
                                        "(msprobe reads tensor.list)")
