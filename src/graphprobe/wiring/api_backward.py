@@ -142,6 +142,8 @@ def _wrap_inputs(
             empty.append(slot)
         slot += 1
     for key, v in kwargs.items():
+        if key == "out":  # written to, never differentiated: left as the user's tensor
+            continue
         if backward._wants_grad(v):
             where.append((key, -1))
             slots.append(slot)
