@@ -285,7 +285,31 @@ void a_partial_snapshot_holds_what_its_rows_need() {
   CHECK(reg.snapshot({-5}).site(s_in) == nullptr);
 }
 
+// An L1 backward call takes its forward call's {n} (PartLayout::forward_site):
+// the first forward call, made under no_grad, has no backward, and must not
+// make the second call's backward "backward.0". Eager and static alike.
+void a_linked_backward_takes_its_forward_number() {
+  const std::string fwd = "Functional.linear.{n}.forward", bwd = "Functional.linear.{n}.backward";
+  for (const InsertMode mode : {InsertMode::kEager, InsertMode::kTraced}) {
+    CallRegistry reg;
+    const int64_t program = mode == InsertMode::kEager ? 0 : reg.new_program();
+    const int64_t f0_in = reg.open(part(fwd, "input_args", 1), mode, program);
+    const int64_t f0_out = reg.close(part(fwd, "output", 1), mode, program);
+    const int64_t f1_in = reg.open(part(fwd, "input_args", 1), mode, program);
+    PartLayout grads_in = part(bwd, "output", 1);
+    grads_in.forward_site = f1_in;
+    const int64_t b_open = reg.open(std::move(grads_in), mode, program);
+    const int64_t f1_out = reg.close(part(fwd, "output", 1), mode, program);
+    const int64_t b_close = reg.close(part(bwd, "input", 1), mode, program);
+    const auto calls = assemble_calls(reg, {probe(f0_in, 0, 0), probe(f0_out, 0, 1), probe(f1_in, 0, 2),
+                                            probe(f1_out, 0, 3), probe(b_close, 0, 4), probe(b_open, 0, 5)});
+    CHECK(names(calls) == (std::vector<std::string>{"Functional.linear.0.forward", "Functional.linear.1.forward",
+                                                    "Functional.linear.1.backward"}));
+  }
+}
+
 void run() {
+  a_linked_backward_takes_its_forward_number();
   eager_calls_follow_execution();
   static_calls_ignore_the_schedule();
   a_compiled_model_run_twice_numbers_as_eager();
