@@ -311,3 +311,31 @@ def test_llama_aot_eager_backward_records_as_eager(llama_l1, tmp_path):
     eager = _read(llama_l1)
     assert list(compiled) == list(eager)
     assert len(_backward(eager)) >= 77  # msprobe's eager L1 dump of this step has 77
+
+
+def test_a_failing_backward_probe_never_breaks_the_forward(write_config, tmp_path, monkeypatch):
+    """Eager: a failure while preparing an API's backward record is warned
+    once; the model computes and trains as unwired, forward records stay."""
+    from graphprobe.wiring import api_backward
+
+    def broken(*args: Any) -> int:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(api_backward, "_register", broken)
+    monkeypatch.setattr(api_backward, "_warned", False)
+    twin = Small()
+    x = small_input()
+    want = twin(x)
+    want.sum().backward()
+    model = Small()
+    dumper = AclGraphDumper(write_config(level="L1", dump_path=str(tmp_path / "d")))
+    dumper.start(model)
+    with pytest.warns(RuntimeWarning, match="could not be prepared") as caught:
+        got = model(small_input())
+        got.sum().backward()
+    dumper.step()
+    dumper.stop()
+    assert sum("could not be prepared" in str(w.message) for w in caught) == 1  # once, not per call
+    assert torch.equal(got, want) and torch.equal(model.fc1.weight.grad, twin.fc1.weight.grad)
+    data = _read(tmp_path / "d")
+    assert "Functional.linear.1.forward" in data and not _backward(data)
