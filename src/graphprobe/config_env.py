@@ -12,7 +12,8 @@ empty value counts as unset.
 as in record names) into DIR for a bug-report repro: ``module.pt`` (the
 whole module, pickled; without its hooks when they cannot be pickled),
 ``state_dict.pt`` and ``module.json`` (class, import path, the source of
-classes defined in the script's ``__main__`` and the simple constants they
+the classes and hook functions defined in the script's ``__main__`` and of
+the script's functions they call, the imports and simple constants they
 read, the compile options the script changed). Saving never raises into the user's
 script: a failure is a warning.
 """
@@ -22,7 +23,9 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import math
 import os
+import textwrap
 import types
 import warnings
 from typing import Any
@@ -44,56 +47,157 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 
 
 def config_path_from_env(config_path: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
-    """``$GRAPHPROBE_CONFIG`` when it is set and not empty, else ``config_path``."""
+    """``$GRAPHPROBE_CONFIG`` when it is set and not empty, else ``config_path``.
+
+    Raises the config loader's error (``ConfigValueError``, a ValueError, or
+    a TypeError) with the variable named when the file it points at is
+    missing or not a valid config: the script's own ``config_path`` is not
+    the one read, so a message naming only the file would mislead."""
     env = os.environ.get(CONFIG_ENV, "")
-    return env if env else config_path
+    if not env:
+        return config_path
+    from graphprobe.config import load_config
+
+    try:
+        load_config(env)
+    except (ValueError, TypeError) as e:
+        given = "" if config_path is None else f" (it replaces the config_path {os.fspath(config_path)!r} given)"
+        raise type(e)(f"${CONFIG_ENV}={env!r}{given}: {e}; unset it or point it at a valid config.json") from None
+    return env
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global names a code object and the code nested in it (comprehensions, lambdas, inner functions) read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _functions_of(obj: Any) -> list[types.FunctionType]:
+    """The plain functions behind a class attribute (methods, static and
+    class methods, property accessors) or a function."""
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    if isinstance(obj, property):
+        return [f for f in (obj.fget, obj.fset, obj.fdel) if isinstance(f, types.FunctionType)]
+    return [obj] if isinstance(obj, types.FunctionType) else []
+
+
+def _body_names(source: str) -> set[str]:
+    """The names a class's source reads outside its functions' code (its
+    bases, decorators, class attributes)."""
+    import ast
+
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _importable(value: Any) -> str | None:
+    """``module.qualname`` of a class or function importable by name from a
+    module other than ``__main__`` (every part an identifier), else None."""
+    mod, qual = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if not isinstance(mod, str) or not isinstance(qual, str) or mod == "__main__":
+        return None
+    parts = mod.split(".") + qual.split(".")
+    return f"{mod}.{qual}" if all(p.isidentifier() for p in parts) and "." not in qual else None
+
+
+def _literal(value: Any) -> str | None:
+    """Python source for a simple constant (str, int, float, bool, None), or None."""
+    if value is None or type(value) in (str, bool, int):  # exact types: an IntEnum's repr is not Python
+        return repr(value)
+    if type(value) is float:
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    return None
 
 
 def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
-    """The source of every class of ``module``'s subtree (and their bases)
-    defined in ``__main__``, bases first, then of the top-level ``__main__``
-    functions registered as its hooks, and the ``__main__`` constants (str,
-    int, float, bool, None) they read by name."""
+    """What a repro script needs to unpickle and run ``module``'s subtree:
+    the source of every class of it (and their bases) defined at the top
+    level of ``__main__`` (a pickle names them ``__main__.X``) and of the
+    top-level ``__main__`` functions registered as its hooks or called by
+    those (bases and callees first); and, per global name that code reads,
+    one line of Python: ``import torch.nn as nn``, ``from pkg import f as
+    g``, ``EPS = 1e-06`` (simple constants; non-finite floats as
+    ``float('inf')``). Classes defined inside a function cannot be
+    unpickled by name: they are left out (the repro says the module cannot
+    be rebuilt). Sources are dedented; nothing is evaluated."""
     import __main__
 
-    classes: list[type] = []
+    objects: list[Any] = []  # classes and functions of __main__, dependencies first
+    pending_names: list[str] = []
 
-    def add(cls: type) -> None:
-        if cls in classes or cls.__module__ != "__main__":
+    def top_level(value: Any) -> bool:
+        qual = getattr(value, "__qualname__", "")
+        return getattr(value, "__module__", None) == "__main__" and "<" not in qual and "." not in qual
+
+    def add(value: Any) -> None:
+        if value in objects or not top_level(value):
             return
-        for base in cls.__bases__:
-            add(base)
-        classes.append(cls)
+        if isinstance(value, type):
+            for base in value.__bases__:
+                add(base)
+            for attr in vars(value).values():
+                for fn in _functions_of(attr):
+                    pending_names.extend(sorted(_code_names(fn.__code__)))
+        elif isinstance(value, types.FunctionType):
+            pending_names.extend(sorted(_code_names(value.__code__)))
+        else:
+            return
+        objects.append(value)
 
-    # Hooks defined at the top level of the script: pickled by name, so their source is needed too.
-    functions: list[types.FunctionType] = []
     for sub in module.modules():
         add(type(sub))
         for name in _HOOK_DICTS:
             hooks = getattr(sub, name, None)
             for fn in hooks.values() if isinstance(hooks, dict) else ():
-                if (isinstance(fn, types.FunctionType) and fn.__module__ == "__main__"
-                        and "<" not in fn.__qualname__ and fn not in functions):
-                    functions.append(fn)
+                if isinstance(fn, types.FunctionType):
+                    add(fn)
     sources: list[str] = []
-    constants: dict[str, Any] = {}
-
-    def read_constants(value: Any) -> None:
-        code = getattr(value, "__code__", None)
-        if isinstance(code, types.CodeType):
-            for name in code.co_names:
-                v = getattr(__main__, name, inspect.Parameter.empty)
-                if v is None or isinstance(v, (str, int, float, bool)):
-                    constants[name] = v
-
-    for obj in [*classes, *functions]:
+    for obj in list(objects):
         try:
-            sources.append(inspect.getsource(obj))
+            src = textwrap.dedent(inspect.getsource(obj))
         except (OSError, TypeError):
-            sources.append(f"# the source of {obj.__qualname__} could not be read\n")
-        for value in vars(obj).values() if isinstance(obj, type) else (obj,):
-            read_constants(value)
-    return sources, constants
+            src = f"# the source of {obj.__qualname__} could not be read\n"
+        sources.append(src)
+        if isinstance(obj, type):
+            pending_names.extend(sorted(_body_names(src)))
+    lines: dict[str, Any] = {}
+    seen: set[str] = set()
+    while pending_names:
+        name = pending_names.pop(0)
+        if name in seen or not name.isidentifier():
+            continue
+        seen.add(name)
+        value = getattr(__main__, name, inspect.Parameter.empty)
+        if value is inspect.Parameter.empty or name in ("torch", "__name__", "__file__"):
+            continue
+        if isinstance(value, types.ModuleType):
+            mod = getattr(value, "__name__", "")
+            if isinstance(mod, str) and all(p.isidentifier() for p in mod.split(".")):
+                lines[name] = f"import {mod}" if mod == name else f"import {mod} as {name}"
+        elif (lit := _literal(value)) is not None:
+            lines[name] = f"{name} = {lit}"
+        elif top_level(value) and isinstance(value, (type, types.FunctionType)):
+            before = len(objects)
+            add(value)  # a helper function or class of the script: its source, and the names it reads
+            for obj in objects[before:]:
+                try:
+                    src = textwrap.dedent(inspect.getsource(obj))
+                except (OSError, TypeError):
+                    src = f"# the source of {obj.__qualname__} could not be read\n"
+                sources.append(src)
+                if isinstance(obj, type):
+                    pending_names.extend(sorted(_body_names(src)))
+        elif (path := _importable(value)) is not None:
+            mod, _, qual = path.rpartition(".")
+            lines[name] = f"from {mod} import {qual}" + ("" if qual == name else f" as {name}")
+    return sources, lines
 
 
 def _compile_config() -> str:
@@ -145,7 +249,7 @@ def save_repro_module(model: Any) -> None:
                 info["hooks_dropped"] = True
             except Exception:  # noqa: BLE001  kept as pickle_error above
                 pass
-        info["main_sources"], info["main_constants"] = _main_sources(module)
+        info["main_sources"], info["main_names"] = _main_sources(module)
         info["compile_config"] = _compile_config()
         with open(os.path.join(folder, "module.json"), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=1, default=repr)

@@ -56,9 +56,10 @@ if __name__ == "__main__":
 def demo_diagnose(out: str, inject_fault: str | None, steps: int) -> int:
     """``graphprobe demo --diagnose``: ``graphprobe diagnose`` on this
     script (torch.compile on the CPU) into ``out/diagnose``; returns
-    diagnose's exit code (0 nothing diverges, 1 diagnosed, 2 error).
-    Raises ValueError for a bad ``inject_fault`` or an OUT/diagnose folder
-    holding other files."""
+    diagnose's exit code (0 nothing diverges, 1 diagnosed, 2 error, 130
+    interrupted). Raises ValueError for a bad ``inject_fault`` or an
+    OUT/diagnose folder that is not an earlier diagnose's (nothing in it is
+    removed)."""
     import os
 
     from graphprobe.demo.run import parse_fault

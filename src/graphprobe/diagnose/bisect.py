@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -104,7 +105,8 @@ def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps:
             ok, seen, le = _judge(dump, module, steps)
             if ok is None:
                 result.tests.append({"test": k, "backend": backend, "subsystem": subsystem, "state": state,
-                                     "passed": None, "seen": seen, "log": rec.log})
+                                     "passed": None, "seen": seen, "local_error": None, "seconds": rec.seconds,
+                                     "log": rec.log})
                 raise _Abort(f"test {k}: {seen} (log {rec.log})")
         result.tests.append({"test": k, "backend": backend, "subsystem": subsystem, "state": state, "passed": ok,
                              "seen": seen, "local_error": le, "seconds": rec.seconds, "log": rec.log})
@@ -118,7 +120,13 @@ def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps:
     CB.in_process_cache = str(cache)
     try:
         with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
-            found = CB.do_bisect(test, cli_interface=False)
+            try:
+                found = CB.do_bisect(test, cli_interface=False)
+            except BaseException as e:
+                # The bisector empties its state folder (our cache) when its frame goes; a traceback kept by the
+                # caller (a Ctrl-C handled above) would delay that until in_process_cache is no longer ours.
+                traceback.clear_frames(e.__traceback__)
+                raise
     except _Abort as e:
         result.note = f"bisect stopped: {e}"
         return result

@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
         "again with replay on the divergent module: the deepest module that creates the error), bisect (torch's "
         "CompilerBisector with that verdict as pass/fail: backend, subsystem, bisect number) and report "
         "(OUT/diagnosis.json, OUT/report.html, OUT/repro/). Exit 0: nothing diverges; 1: a divergence was "
-        "diagnosed; 2: usage error or a stage could not run. See docs/diagnose.md.",
+        "diagnosed; 2: usage error or a stage could not run; 130: interrupted (the running command is stopped). "
+        "See docs/diagnose.md.",
     )
     p.add_argument("-o", "--out", default="graphprobe_diagnose", help="output folder (default: %(default)s)")
     p.add_argument("--reference-cmd", metavar="CMD",
@@ -36,7 +37,7 @@ def register(subparsers: Any) -> None:
                    help="compare and judge only the first N steps (default: every recorded step)")
     p.add_argument("--no-bisect", action="store_true", help="skip the compiler bisect")
     p.add_argument("--timeout", type=int_at_least(1), default=None, metavar="S",
-                   help="kill a command that runs longer than S seconds (default: none)")
+                   help="stop a command (and its child processes) that runs longer than S seconds (default: none)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to diagnose, after --")
     p.set_defaults(handler=run)
 

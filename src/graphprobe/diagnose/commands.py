@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +13,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["CommandRecord", "Runner", "say_to"]
+__all__ = ["CONTROLLED_ENV", "CommandRecord", "Runner", "say_to"]
+
+#: The variables diagnose sets in some runs: removed from every run's inherited
+#: environment first, so that a value left in the user's shell (or by a tool
+#: that runs diagnose) cannot change a run that does not set it (a
+#: TORCHDYNAMO_DISABLE=1 would make the target eager, a TORCH_BISECT_BACKEND
+#: would bisect the screen).
+CONTROLLED_ENV = ("GRAPHPROBE_CONFIG", "GRAPHPROBE_REPRO_MODULE", "GRAPHPROBE_REPRO_DIR", "TORCHDYNAMO_DISABLE",
+                  "TORCH_BISECT_BACKEND", "TORCH_BISECT_SUBSYSTEM", "TORCH_BISECT_MAX")
+
+#: Seconds a stopped command's process group has between SIGTERM and SIGKILL.
+STOP_GRACE_S = 5.0
 
 
 @dataclass
@@ -59,38 +71,79 @@ class Runner:
     records: list[CommandRecord] = field(default_factory=list)
 
     def run(self, stage: str, argv: list[str], env: dict[str, str], unset: tuple[str, ...] = ()) -> CommandRecord:
-        """Runs ``argv`` with ``env`` added to (and ``unset`` removed from)
-        this process's environment; stdout and stderr go to a log file. A
-        command that cannot start has exit code None and says why in
-        ``note``."""
+        """Runs ``argv`` with ``env`` added to (and ``unset`` and
+        :data:`CONTROLLED_ENV` removed from) this process's environment;
+        stdout and stderr go to a log file. The command runs in its own
+        process group (session): a timeout or a Ctrl-C of diagnose stops
+        the whole group (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`),
+        so that no child of the command (a shell's python, a compile worker)
+        is left running. A command that cannot start or is killed has exit
+        code None and says why in ``note``; a Ctrl-C is recorded, then
+        re-raised."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{len(self.records):03d}_{stage}.log"
-        full = dict(os.environ)
-        for k in unset:
-            full.pop(k, None)
+        full = {k: v for k, v in os.environ.items() if k not in CONTROLLED_ENV and k not in unset}
         full.update(env)
         t0 = time.monotonic()
         note = ""
-        code: int | None
+        code: int | None = None
         with open(log, "w", encoding="utf-8") as f:
             f.write(f"$ {shlex.join(argv)}\n# env: {env}\n")
             f.flush()
             try:
-                code = subprocess.run(argv, env=full, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      timeout=self.timeout).returncode
-            except FileNotFoundError as e:
-                code, note = None, f"cannot start {argv[0]!r}: {e.strerror}"
-            except subprocess.TimeoutExpired:
-                code, note = None, f"killed after {self.timeout:.0f} s (--timeout)"
+                proc = subprocess.Popen(argv, env=full, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+            except OSError as e:  # not found, not executable
+                note = f"cannot start {argv[0]!r}: {e.strerror or e}"
+            else:
+                try:
+                    code = proc.wait(timeout=self.timeout)
+                except subprocess.TimeoutExpired:
+                    _stop(proc)
+                    note = f"killed after {self.timeout:.0f} s (--timeout), with its child processes"
+                except BaseException:  # Ctrl-C (or SIGTERM, see diagnose): stop the command, record it, go on up
+                    _stop(proc)
+                    self.records.append(CommandRecord(stage, list(argv), dict(env), None,
+                                                      round(time.monotonic() - t0, 2), str(log),
+                                                      "interrupted: stopped with its child processes"))
+                    raise
         rec = CommandRecord(stage, list(argv), dict(env), code, round(time.monotonic() - t0, 2), str(log), note)
         self.records.append(rec)
         return rec
 
 
-def tail(path: str, lines: int = 15) -> str:
-    """The last ``lines`` lines of a log file (for an error message)."""
+def _stop(proc: subprocess.Popen) -> None:
+    """Stops ``proc``'s process group: SIGTERM, SIGKILL after the grace time."""
+    for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):  # the group is gone already
+            pass
+        try:
+            proc.wait(timeout=wait)
+            if sig == signal.SIGTERM:
+                # The leader is gone; its group may not be: kill what is left.
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def tail(path: str, lines: int = 15, max_bytes: int = 16384) -> str:
+    """The last ``lines`` lines of a log file (for an error message), read
+    from its last ``max_bytes`` only (a command may have printed gigabytes)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
     except OSError:
         return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > max_bytes:
+        text = text.split("\n", 1)[-1]  # the first line read is likely cut
+    return "\n".join(text.splitlines()[-lines:]) + ("\n" if text.endswith("\n") else "")

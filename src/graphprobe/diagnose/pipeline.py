@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,12 +16,14 @@ from graphprobe.diagnose.replay_files import ReplayFormatError
 from graphprobe.diagnose.report import SCHEMA_VERSION, write_reports
 from graphprobe.diagnose.screen import StageError
 
-__all__ = ["DiagnoseOptions", "OutFolderError", "diagnose", "find_kernels", "prepare_out"]
+__all__ = ["DiagnoseOptions", "EXIT_INTERRUPTED", "OutFolderError", "diagnose", "find_kernels", "prepare_out"]
 
-
-
-#: What diagnose writes into OUT; an earlier diagnose's are replaced.
+#: The mark diagnose leaves in OUT: only a folder holding it is ever emptied.
+MARK = ".graphprobe_diagnose"
+#: What diagnose writes into OUT (besides the mark); an earlier diagnose's are replaced.
 OWN_ENTRIES = ("runs", "logs", "compare", "repro", "diagnosis.json", "summary.txt", "report.html")
+#: The exit code of a diagnose stopped by Ctrl-C or SIGTERM (as a shell reports SIGINT: 128 + 2).
+EXIT_INTERRUPTED = 130
 
 
 class OutFolderError(ValueError):
@@ -27,24 +31,44 @@ class OutFolderError(ValueError):
 
 
 def prepare_out(out: Path) -> None:
-    """Creates OUT, or empties an earlier diagnose's OUT (its runs' dumps
-    would otherwise sit next to this run's and be paired with them);
-    refuses a folder holding anything else."""
+    """Creates OUT (with diagnose's mark, :data:`MARK`), or empties an
+    earlier diagnose's OUT (its runs' dumps would otherwise sit next to this
+    run's and be paired with them). Refuses, removing nothing, a folder that
+    is not empty and has no mark (whatever its entries are called: a user's
+    own ``runs/`` or ``logs/`` is not diagnose's), and a marked folder that
+    holds anything diagnose does not write."""
     if out.exists() and not out.is_dir():
         raise OutFolderError(f"-o {out}: exists and is not a folder")
     if out.is_dir():
-        other = sorted(p.name for p in out.iterdir() if p.name not in OWN_ENTRIES)
+        names = sorted(p.name for p in out.iterdir())
+        if names and MARK not in names:
+            raise OutFolderError(f"-o {out}: the folder is not empty ({', '.join(names[:5])}"
+                                 f"{' ...' if len(names) > 5 else ''}) and is not an earlier diagnose's (no {MARK} "
+                                 "in it); nothing was removed: choose a new or empty folder")
+        other = [n for n in names if n not in OWN_ENTRIES and n != MARK]
         if other:
             raise OutFolderError(f"-o {out}: the folder holds files that are not an earlier diagnose's "
-                                 f"({', '.join(other[:5])}{' ...' if len(other) > 5 else ''}); choose a new or empty "
-                                 "folder")
+                                 f"({', '.join(other[:5])}{' ...' if len(other) > 5 else ''}); nothing was removed: "
+                                 "choose a new or empty folder")
         for name in OWN_ENTRIES:
             p = out / name
-            if p.is_dir():
+            if p.is_symlink() or (p.exists() and not p.is_dir()):
+                p.unlink()  # a link: the link only, never what it points at
+            elif p.is_dir():
                 shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
     out.mkdir(parents=True, exist_ok=True)
+    (out / MARK).write_text("graphprobe diagnose output folder: a later diagnose into it replaces its files\n",
+                            encoding="utf-8")
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while diagnose runs: handled as a Ctrl-C (the
+    commands run in their own process groups, so a signal to diagnose's
+    group no longer reaches them; diagnose stops them)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated(signal.Signals(signum).name)
 
 
 def find_kernels(runner: Runner, out: Path, command: list[str], module: str, outputs: int) -> tuple[list[str], str]:
@@ -88,7 +112,9 @@ class DiagnoseOptions:
 def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
     """Runs the stages; returns (exit code, diagnosis). Exit code: 0 nothing
     diverges, 1 a divergence was diagnosed, 2 a stage could not run (the
-    diagnosis then holds ``error``). diagnosis.json, summary.txt and
+    diagnosis then holds ``error``), 130 (:data:`EXIT_INTERRUPTED`) a
+    Ctrl-C, SIGTERM or SIGHUP stopped it (the running command is stopped
+    with its child processes; ``error`` says where and what ran). diagnosis.json, summary.txt and
     report.html are written in every case. Raises OutFolderError when
     ``opts.out`` holds files that are not an earlier diagnose's."""
     from graphprobe.diagnose.attribute import attribute
@@ -102,10 +128,14 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
                          opts.reference_command, "level": opts.level, "steps": opts.steps, "conclusion": "",
                          "first_divergence": None, "attribution": None, "origin": None, "bisect": None,
                          "bisect_skipped": None, "kernels": [], "kernels_note": None, "repro": None,
-                         "stages": {}, "error": None, "commands": []}
+                         "screen": None, "stages": {}, "error": None, "commands": []}
     code = 1
     t_all = time.monotonic()
     stage = "screen"
+    saved_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            saved_handlers[sig] = signal.signal(sig, _raise_terminated)
     try:
         t0 = time.monotonic()
         say(f"[1/4] screen: reference and target at {opts.level}, compared")
@@ -175,12 +205,27 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
                 where += f" ({bb['debug_info']})"
         d["conclusion"] = f"{at.origin.module} creates the error (first divergence {first.entry}){where}"
         return code, d
+    except KeyboardInterrupt as e:
+        why = f"{e}" if isinstance(e, _Terminated) else "Ctrl-C"
+        done = ", ".join(f"{r.stage} (exit {r.exit_code})" for r in runner.records) or "none"
+        d["error"] = (f"{stage}: interrupted ({why}); the running command was stopped with its child processes; "
+                      f"commands run: {done}")
+        d["conclusion"] = f"interrupted in stage {stage} ({why}); what ran before is below"
+        say(f"graphprobe diagnose: {d['error']}")
+        return EXIT_INTERRUPTED, d
     except (StageError, ReplayFormatError, OSError) as e:
         d["error"] = f"{stage}: {e}"
         d["conclusion"] = f"stopped in stage {stage}: {e}"
         say(f"graphprobe diagnose: error: {d['error']}")
         return 2, d
+    except Exception as e:  # noqa: BLE001  a stage's own failure (the bisector's, compare's): exit 2 with a report
+        d["error"] = f"{stage}: {type(e).__name__}: {e}"
+        d["conclusion"] = f"stopped in stage {stage}: {type(e).__name__}: {e}"
+        say(f"graphprobe diagnose: error: {d['error']}")
+        return 2, d
     finally:
+        for sig, handler in saved_handlers.items():
+            signal.signal(sig, handler)
         d["stages"]["total"] = round(time.monotonic() - t_all, 2)
         d["commands"] = [r.as_json() for r in runner.records]
         say("[4/4] report")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def _html(d: dict[str, Any], text: str) -> str:
         f"<td>{e(str(t['state'] or ''))}</td><td>{'pass' if t['passed'] else 'FAIL'}</td><td>{e(t['seen'])}</td></tr>"
         for t in (d.get("bisect") or {}).get("tests", []))
     cmds = "".join(f"<tr><td>{e(c['stage'])}</td><td>{c['exit_code']}</td><td>{c['seconds']:.1f}</td>"
-                   f"<td><code>{e(' '.join(c['argv']))}</code></td><td>{e(c['log'])}</td></tr>"
+                   f"<td><code>{e(shlex.join(c['argv']))}</code></td><td>{e(c['log'])}</td></tr>"
                    for c in d["commands"])
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>graphprobe diagnose</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;

@@ -13,10 +13,13 @@ from graphprobe.output_files import write_text_atomic
 
 __all__ = ["write_repro"]
 
+# Every value from the user's run enters the script as a Python literal (repr) assigned to a name, never
+# inside a docstring, comment or f-string: a module path or class name holding quotes, braces or newlines
+# (ModuleDict keys are any string without a dot) cannot change what the script runs.
 _TEMPLATE = '''\
-"""Repro written by `graphprobe diagnose`: module {module!r} ({cls}) on the
-inputs of its call {entry!r} recorded in graph mode, run eagerly, compiled
-and in float64. Run: python repro.py [--backend BACKEND]"""
+"""Repro written by `graphprobe diagnose`: the module MODULE (class CLASS,
+below) on the inputs of its call ENTRY recorded in graph mode, run eagerly,
+compiled and in float64. Run: python repro.py [--backend BACKEND]"""
 import argparse
 import copy
 import os
@@ -31,13 +34,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Compile options the script had changed from their defaults:
 {compile_config}
 
-# Classes defined in the script itself (its __main__), copied from it, with
-# the constants they read:
+# Classes and functions defined in the script itself (its __main__), copied
+# from it, with the imports and constants they read:
 {constants}
 {sources}
 
+MODULE = {module!r}
+CLASS = {cls!r}
+ENTRY = {entry!r}
 SCOPE_MODULE = {scope!r}  # the module saved in module.pt
 ORIGIN = {origin_rel!r}  # the origin, relative to it
+CANNOT = {cannot!r}
 
 
 def build():
@@ -45,7 +52,7 @@ def build():
     try:
         scope = torch.load(os.path.join(HERE, "module.pt"), weights_only=False)
     except Exception as e:  # noqa: BLE001
-        sys.exit({cannot!r} + f" ({{type(e).__name__}}: {{e}})")
+        sys.exit(CANNOT + f" ({{type(e).__name__}}: {{e}})")
     return scope.get_submodule(ORIGIN) if ORIGIN else scope
 
 
@@ -89,7 +96,7 @@ def main():
         d = (x.double() - reference).abs().max().item()
         return d / max(reference.abs().max().item(), 1e-30)
 
-    print(f"module {{ORIGIN or SCOPE_MODULE}} ({cls}), output 0 {{tuple(eager.shape)}} {{eager.dtype}}")
+    print(f"module {{MODULE}} ({{CLASS}}), output 0 {{tuple(eager.shape)}} {{eager.dtype}}")
     print(f"  eager    vs float64: relative max error {{err(eager):.3e}}")
     print(f"  compiled vs float64: relative max error {{err(compiled):.3e}}   (backend {{backend}})")
     print(f"  compiled vs eager:   max abs difference {{(compiled - eager).abs().max().item():.3e}}")
@@ -127,7 +134,8 @@ def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path,
               f"yourself, load state_dict.pt into it with load_state_dict, and run main() with it")
     if not info.get("pickled", False):
         cannot += f"; saving it had failed: {info.get('pickle_error', 'not saved')}"
-    constants = "\n".join(f"{k} = {v!r}" for k, v in sorted(info.get("main_constants", {}).items()))
+    names = info.get("main_names", {})
+    constants = "\n".join(str(names[k]) for k in sorted(names)) if isinstance(names, dict) else ""
     text = _TEMPLATE.format(module=origin.module, cls=cls, entry=origin.entry, compile_config=info.get(
         "compile_config", "# (not known)"), constants=constants or "# (none)",
         sources="\n\n".join(info.get("main_sources", [])) or "# (none)", scope=scope, origin_rel=rel,

@@ -3,6 +3,7 @@ the first divergence."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -76,11 +77,11 @@ def screen(runner: Runner, out: Path, target_cmd: list[str], reference_cmd: list
         rec = runner.run("screen-reference", target_cmd,
                          {"GRAPHPROBE_CONFIG": str(ref_cfg), "TORCHDYNAMO_DISABLE": "1"})
     else:
-        say(f"  reference: {' '.join(reference_cmd)}")
+        say(f"  reference: {shlex.join(reference_cmd)}")
         rec = runner.run("screen-reference", reference_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg)})
     say(f"    exit {rec.exit_code} in {rec.seconds:.1f} s -> {ref_dump}")
     check_run(rec, "screen (reference)", ref_dump)
-    say(f"  target: {' '.join(target_cmd)}")
+    say(f"  target: {shlex.join(target_cmd)}")
     rec = runner.run("screen-target", target_cmd, {"GRAPHPROBE_CONFIG": str(tgt_cfg)})
     say(f"    exit {rec.exit_code} in {rec.seconds:.1f} s -> {tgt_dump}")
     check_run(rec, "screen (target)", tgt_dump)
