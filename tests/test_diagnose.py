@@ -604,13 +604,13 @@ REPRO_SCRIPT = textwrap.dedent('''
     SCALE = float("inf")
     GAIN = 2.0
 
-    def squash(x):
+    def main(x):  # a helper named like the repro's own functions once were
         return torch.tanh(x) * GAIN
 
     class Act(nn.Module):
         limit = SCALE
         def forward(self, x):
-            return squash(F.relu(x)).clamp(max=self.limit) + sum(math.sqrt(k) for k in [0.0])
+            return main(F.relu(x)).clamp(max=self.limit) + sum(math.sqrt(k) for k in [0.0])
 
     def local_model():
         class Inner(nn.Module):
@@ -645,7 +645,8 @@ def test_repro_runs_as_written(tmp_path):
 
     repro = _repro_for(tmp_path, "top", "", "Module.Sequential.forward.0", [torch.randn(2, 4)])
     rep = subprocess.run([PY, str(repro)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    # Runs through (no NameError for nn/F/squash/GAIN/math, no inf literal): the module is fine, exit 0.
+    # Runs through (no NameError for nn/F/GAIN/math, no inf literal, the script's main() not replaced by the
+    # repro's): the module is fine, exit 0.
     assert rep.returncode == 0 and "relative max error" in rep.stdout, rep.stdout + rep.stderr
     # A class defined inside a function cannot be unpickled: the script says so (it used to be an IndentationError).
     repro = _repro_for(tmp_path, "local", "", "Module.Sequential.forward.0", [torch.randn(2, 4)])

@@ -17,9 +17,10 @@ __all__ = ["write_repro"]
 # inside a docstring, comment or f-string: a module path or class name holding quotes, braces or newlines
 # (ModuleDict keys are any string without a dot) cannot change what the script runs.
 _TEMPLATE = '''\
-"""Repro written by `graphprobe diagnose`: the module MODULE (class CLASS,
-below) on the inputs of its call ENTRY recorded in graph mode, run eagerly,
-compiled and in float64. Run: python repro.py [--backend BACKEND]"""
+"""Repro written by `graphprobe diagnose`: the module _GP_MODULE (class
+_GP_CLASS, below) on the inputs of its call _GP_ENTRY recorded in graph
+mode, run eagerly, compiled and in float64.
+Run: python repro.py [--backend BACKEND]"""
 import argparse
 import copy
 import os
@@ -29,74 +30,75 @@ import torch
 import torch._dynamo.config
 import torch._inductor.config
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+_GP_HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Compile options the script had changed from their defaults:
 {compile_config}
 
 # Classes and functions defined in the script itself (its __main__), copied
-# from it, with the imports and constants they read:
+# from it, with the imports and constants they read (the names of this
+# script's own code start with _gp_ / _GP_, so that none is replaced):
 {constants}
 {sources}
 
-MODULE = {module!r}
-CLASS = {cls!r}
-ENTRY = {entry!r}
-SCOPE_MODULE = {scope!r}  # the module saved in module.pt
-ORIGIN = {origin_rel!r}  # the origin, relative to it
-CANNOT = {cannot!r}
+_GP_MODULE = {module!r}
+_GP_CLASS = {cls!r}
+_GP_ENTRY = {entry!r}
+_GP_SCOPE_MODULE = {scope!r}  # the module saved in module.pt
+_GP_ORIGIN = {origin_rel!r}  # the origin, relative to it
+_GP_CANNOT = {cannot!r}
 
 
-def build():
+def _gp_build():
     """The origin module with the weights it had when the dumper started."""
     try:
-        scope = torch.load(os.path.join(HERE, "module.pt"), weights_only=False)
+        scope = torch.load(os.path.join(_GP_HERE, "module.pt"), weights_only=False)
     except Exception as e:  # noqa: BLE001
-        sys.exit(CANNOT + f" ({{type(e).__name__}}: {{e}})")
-    return scope.get_submodule(ORIGIN) if ORIGIN else scope
+        sys.exit(_GP_CANNOT + f" ({{type(e).__name__}}: {{e}})")
+    return scope.get_submodule(_GP_ORIGIN) if _GP_ORIGIN else scope
 
 
-def to(value, dtype=None):
+def _gp_to(value, dtype=None):
     """``value`` with its floating tensors cast to ``dtype`` (None: unchanged), nested in lists/tuples/dicts."""
     if isinstance(value, torch.Tensor):
         return value.to(dtype) if dtype is not None and value.is_floating_point() else value
     if isinstance(value, (list, tuple)):
-        return type(value)(to(v, dtype) for v in value)
+        return type(value)(_gp_to(v, dtype) for v in value)
     if isinstance(value, dict):
-        return {{k: to(v, dtype) for k, v in value.items()}}
+        return {{k: _gp_to(v, dtype) for k, v in value.items()}}
     return value
 
 
-def first_tensor(value):
+def _gp_first_tensor(value):
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, (list, tuple)):
         for v in value:
-            t = first_tensor(v)
+            t = _gp_first_tensor(v)
             if t is not None:
                 return t
     if isinstance(value, dict):
-        return first_tensor(list(value.values()))
+        return _gp_first_tensor(list(value.values()))
     return None
 
 
-def main():
+def _gp_main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="inductor")
     backend = parser.parse_args().backend
-    saved = torch.load(os.path.join(HERE, "inputs.pt"), weights_only=True)
+    saved = torch.load(os.path.join(_GP_HERE, "inputs.pt"), weights_only=True)
     args, kwargs = saved.get("args", []), saved.get("kwargs", {{}})
-    module = build().eval()
+    module = _gp_build().eval()
     with torch.no_grad():
-        eager = first_tensor(module(*args, **kwargs))
-        compiled = first_tensor(torch.compile(copy.deepcopy(module), backend=backend, fullgraph=False)(*args, **kwargs))
-        reference = first_tensor(copy.deepcopy(module).double()(*to(args, torch.float64), **to(kwargs, torch.float64)))
+        eager = _gp_first_tensor(module(*args, **kwargs))
+        compiled = _gp_first_tensor(torch.compile(copy.deepcopy(module), backend=backend, fullgraph=False)(*args, **kwargs))
+        reference = _gp_first_tensor(copy.deepcopy(module).double()(*_gp_to(args, torch.float64), **_gp_to(kwargs, torch.float64)))
 
     def err(x):
         d = (x.double() - reference).abs().max().item()
         return d / max(reference.abs().max().item(), 1e-30)
 
-    print(f"module {{MODULE}} ({{CLASS}}), output 0 {{tuple(eager.shape)}} {{eager.dtype}}")
+    print(f"module {{_GP_MODULE}} ({{_GP_CLASS}}), output 0 {{tuple(eager.shape)}} {{eager.dtype}}")
     print(f"  eager    vs float64: relative max error {{err(eager):.3e}}")
     print(f"  compiled vs float64: relative max error {{err(compiled):.3e}}   (backend {{backend}})")
     print(f"  compiled vs eager:   max abs difference {{(compiled - eager).abs().max().item():.3e}}")
@@ -106,7 +108,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_gp_main())
 '''
 
 
@@ -131,7 +133,7 @@ def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path,
     rel = origin.module[len(scope):].lstrip(".") if scope else origin.module
     cls = origin.entry.split(".")[-3] if origin.entry.count(".") >= 3 else "?"
     cannot = (f"repro: module.pt cannot be rebuilt here: build the module {scope or 'model'} of your script "
-              f"yourself, load state_dict.pt into it with load_state_dict, and run main() with it")
+              f"yourself, load state_dict.pt into it with load_state_dict, and return it from _gp_build() in repro.py")
     if not info.get("pickled", False):
         cannot += f"; saving it had failed: {info.get('pickle_error', 'not saved')}"
     names = info.get("main_names", {})
