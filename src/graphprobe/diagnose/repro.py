@@ -91,8 +91,10 @@ def _gp_main():
     module = _gp_build().eval()
     with torch.no_grad():
         eager = _gp_first_tensor(module(*args, **kwargs))
-        compiled = _gp_first_tensor(torch.compile(copy.deepcopy(module), backend=backend, fullgraph=False)(*args, **kwargs))
-        reference = _gp_first_tensor(copy.deepcopy(module).double()(*_gp_to(args, torch.float64), **_gp_to(kwargs, torch.float64)))
+        compiled_module = torch.compile(copy.deepcopy(module), backend=backend, fullgraph=False)
+        compiled = _gp_first_tensor(compiled_module(*args, **kwargs))
+        reference = _gp_first_tensor(copy.deepcopy(module).double()(*_gp_to(args, torch.float64),
+                                                                     **_gp_to(kwargs, torch.float64)))
 
     def err(x):
         d = (x.double() - reference).abs().max().item()
