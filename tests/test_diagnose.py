@@ -73,6 +73,26 @@ def test_origin_is_the_deepest_creating_module():
     assert "none of its submodules" in why
 
 
+def test_origin_with_an_unjudged_submodule_says_so():
+    # The fault may be in blk.a, which replay could not judge: the origin blk must not claim that none of its
+    # submodules creates the error.
+    origin, why = pick_origin([_mv("blk", "creates", 1.0), _mv("blk.a", "not judged"), _mv("blk.b", "inherits")])
+    assert origin is not None and origin.module == "blk"
+    assert "blk.a" in why and "not judged" in why and "none of its submodules does" not in why
+
+
+def test_origin_ties_and_repeated_calls():
+    from graphprobe.diagnose.replay_files import worst
+
+    # Two sibling leaves create: the first in call order is the origin, the other is named.
+    origin, why = pick_origin([_mv("p", "creates"), _mv("p.x", "creates", 0.1), _mv("p.y", "creates", 9.0)])
+    assert origin.module == "p.x" and "p.y" in why
+    # A module called three times: the "creates" call with the largest local error is reported.
+    calls = [_mv("m", "inherits", 0.0), _mv("m", "creates", 0.2), _mv("m", "creates", 0.7)]
+    assert worst(calls) is calls[2]
+    assert worst([_mv("m", "not judged"), _mv("m", "inherits")]).verdict == "inherits"
+
+
 def test_no_origin_when_everything_inherits():
     origin, why = pick_origin([_mv("a", "inherits"), _mv("a.b", "not judged")])
     assert origin is None and "inherits" in why

@@ -66,7 +66,13 @@ def pick_origin(modules: list[ModuleVerdict]) -> tuple[ModuleVerdict | None, str
     leaves = [m for m in creates if not any(o is not m and within(o.module, m.module) for o in creates)]
     origin = leaves[0]
     others = [m.module for m in leaves[1:]]
-    why = f"{origin.module} creates the error and none of its submodules does"
+    unjudged = [m.module for m in modules if m.verdict == "not judged" and m.module != origin.module
+                and within(m.module, origin.module)]
+    if unjudged:
+        why = (f"{origin.module} creates the error and none of its judged submodules does; not judged (see their "
+               f"reason), so the error may be theirs: {', '.join(unjudged)}")
+    else:
+        why = f"{origin.module} creates the error and none of its submodules does"
     if others:
         why += f"; also creating, later in call order: {', '.join(others)}"
     return origin, why
