@@ -780,3 +780,25 @@ def test_report_html_escapes_names_and_commands(tmp_path):
     write_reports(tmp_path, d)
     page = (tmp_path / "report.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_a_command_killed_by_a_signal_says_which(tmp_path):
+    rec = Runner(tmp_path / "logs").run("x", [PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], {})
+    assert rec.exit_code == -9 and "SIGKILL" in rec.note
+
+
+def test_progress_to_a_closed_pipe_does_not_lose_the_report(tmp_path):
+    from graphprobe.diagnose.commands import say_to
+    from graphprobe.diagnose.pipeline import DiagnoseOptions, diagnose
+
+    class Closed:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    code, d = diagnose(DiagnoseOptions(command=[PY, "-c", "import sys; sys.exit(3)"], out=str(tmp_path / "o"),
+                                       bisect=False), say_to(Closed()))
+    assert code == 2 and "exit code 3" in d["error"]
+    assert json.loads((tmp_path / "o" / "diagnosis.json").read_text())["error"] == d["error"]

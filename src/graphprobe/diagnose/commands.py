@@ -53,12 +53,21 @@ class CommandRecord:
 def say_to(stream=None) -> Callable[[str], None]:
     """A progress printer writing whole lines to ``stream`` (default: the
     stdout of now, so that the bisector's redirected prints do not take
-    diagnose's progress with them)."""
+    diagnose's progress with them). Progress is best effort: once the
+    stream fails (its reader went away, ``diagnose ... | head``) it prints
+    nothing more, and the stages and the report files go on."""
     out = stream if stream is not None else sys.stdout
+    broken = False
 
     def say(msg: str) -> None:
-        out.write(msg + "\n")
-        out.flush()
+        nonlocal broken
+        if broken:
+            return
+        try:
+            out.write(msg + "\n")
+            out.flush()
+        except (OSError, ValueError):  # a closed pipe or file: the report files still say everything
+            broken = True
     return say
 
 
@@ -98,6 +107,11 @@ class Runner:
             else:
                 try:
                     code = proc.wait(timeout=self.timeout)
+                    if code < 0:  # a signal ended it (the OOM killer's SIGKILL, a SIGSEGV)
+                        try:
+                            note = f"killed by {signal.Signals(-code).name}"
+                        except ValueError:
+                            note = f"killed by signal {-code}"
                 except subprocess.TimeoutExpired:
                     _stop(proc)
                     note = f"killed after {self.timeout:.0f} s (--timeout), with its child processes"
