@@ -802,3 +802,26 @@ def test_progress_to_a_closed_pipe_does_not_lose_the_report(tmp_path):
                                        bisect=False), say_to(Closed()))
     assert code == 2 and "exit code 3" in d["error"]
     assert json.loads((tmp_path / "o" / "diagnosis.json").read_text())["error"] == d["error"]
+
+
+def test_interrupted_bisect_removes_its_state_and_cache(tmp_path, fake, monkeypatch):
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    from graphprobe.diagnose.bisect import bisect
+
+    runner = Runner(tmp_path / "logs")
+    real_run = Runner.run
+
+    def run(self, stage, argv, env, unset=()):
+        if stage == "bisect-2":
+            raise KeyboardInterrupt
+        return real_run(self, stage, argv, env, unset)
+
+    monkeypatch.setattr(Runner, "run", run)
+    with pytest.raises(KeyboardInterrupt) as excinfo:
+        bisect(runner, tmp_path, [PY, str(fake), "blk.act", "lowering"], "blk.act", None, lambda m: None)
+    # While the caller still holds the traceback (as diagnose's Ctrl-C handler does), the bisector's state
+    # folder, OUT/runs/bisect/inductor_cache, is gone and the bisector is off again.
+    assert excinfo.value is not None
+    assert not (tmp_path / "runs" / "bisect" / "inductor_cache").exists()
+    assert CompilerBisector.in_process_cache is None and not CompilerBisector.bisection_enabled
