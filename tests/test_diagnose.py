@@ -825,3 +825,29 @@ def test_interrupted_bisect_removes_its_state_and_cache(tmp_path, fake, monkeypa
     assert excinfo.value is not None
     assert not (tmp_path / "runs" / "bisect" / "inductor_cache").exists()
     assert CompilerBisector.in_process_cache is None and not CompilerBisector.bisection_enabled
+
+
+def test_origin_inputs_are_the_file_replay_json_names(tmp_path):
+    # A ModuleDict key holding '/': the dumper names the inputs file with '_' (docs/diagnose.md, replay.json).
+    script = tmp_path / "odd.py"
+    script.write_text(textwrap.dedent('''
+        import json, os
+        cfg = json.load(open(os.environ["GRAPHPROBE_CONFIG"]))
+        leaf = os.path.join(cfg["dump_path"], "step0", "pid1")
+        os.makedirs(os.path.join(leaf, "replay_inputs"))
+        open(os.path.join(leaf, "dump.json"), "w").write("{}")
+        open(os.path.join(leaf, "replay_inputs", "Module.blk.a_b.Linear.forward.0.pt"), "wb").write(b"x")
+        mods = [{"module": "blk.a/b", "entry": "Module.blk.a/b.Linear.forward.0", "verdict": "creates",
+                 "reason": "", "outputs": [{"index": 0, "local_error": 0.5, "eager_local_error": 0.0,
+                                             "float64_error": 0.5, "floor": 1e-4}],
+                 "inputs_file": "replay_inputs/Module.blk.a_b.Linear.forward.0.pt"},
+                {"module": "blk.c", "entry": "Module.blk.c.Linear.forward.0", "verdict": "inherits", "reason": "",
+                 "outputs": [], "inputs_file": "../../../../etc/passwd"}]
+        json.dump({"version": 1, "modules": mods}, open(os.path.join(leaf, "replay.json"), "w"))
+    '''))
+    first = FirstDivergence(0, "Module.blk.M.forward.0", "blk", "M", ("output",), "")
+    res = attribute(Runner(tmp_path / "logs"), tmp_path, [PY, str(script)], first, None, lambda m: None)
+    assert res.origin is not None and res.origin.module == "blk.a/b"
+    assert res.inputs_file is not None and res.inputs_file.name == "Module.blk.a_b.Linear.forward.0.pt"
+    other = next(m for m in res.modules if m.module == "blk.c")
+    assert other.inputs_path() is None  # a path leaving the replay.json folder is not followed

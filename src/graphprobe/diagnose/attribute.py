@@ -104,9 +104,9 @@ def attribute(runner: Runner, out: Path, target_cmd: list[str], first: FirstDive
     result.modules = [w for w in (worst(c) for c in calls.values()) if w is not None]
     result.origin, result.why = pick_origin(result.modules)
     if result.origin is not None:
-        leaf = Path(result.origin.file).parent
-        pt = leaf / "replay_inputs" / f"{result.origin.entry}.pt"
-        result.inputs_file = pt if pt.is_file() else None
+        # The file replay.json names: the entry with odd characters replaced ('/' in a ModuleDict key), cut
+        # when long; never a name rebuilt here from the entry.
+        result.inputs_file = result.origin.inputs_path()
     for m in result.modules:
         le = m.error("local_error")
         say(f"    {m.module or '(model)'}: {m.verdict}" + (f" (local error {le:.3g})" if le is not None else "")

@@ -32,6 +32,22 @@ class ModuleVerdict:
     step: int | None
     file: str
     outputs: list[dict[str, Any]] = field(default_factory=list)
+    #: ``inputs_file`` as replay.json has it (relative to its folder; the entry's file name with odd characters
+    #: replaced, or ``not written: ...``); None when the inputs were not saved.
+    inputs_file: str | None = None
+
+    def inputs_path(self) -> Path | None:
+        """The saved inputs of this call: an existing file inside the
+        replay.json's folder, else None."""
+        if not self.inputs_file or self.inputs_file.startswith("not written"):
+            return None
+        leaf = Path(self.file).parent
+        path = leaf / self.inputs_file
+        try:
+            inside = leaf.resolve() in path.resolve().parents
+        except OSError:
+            return None
+        return path if inside and path.is_file() else None
 
     def error(self, key: str) -> float | None:
         """The largest ``key`` (``local_error``, ``eager_local_error``,
@@ -65,8 +81,9 @@ def read_replay(path: Path, step: int | None = None) -> list[ModuleVerdict]:
         outputs = m.get("outputs", [])
         if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
             raise ReplayFormatError(f"{path}: modules[{i}].outputs is not a list of objects")
+        inputs_file = m.get("inputs_file")
         out.append(ModuleVerdict(m["module"], m["entry"], m["verdict"], str(m.get("reason", "")), step, str(path),
-                                 outputs))
+                                 outputs, inputs_file if isinstance(inputs_file, str) else None))
     return out
 
 
