@@ -851,3 +851,18 @@ def test_origin_inputs_are_the_file_replay_json_names(tmp_path):
     assert res.inputs_file is not None and res.inputs_file.name == "Module.blk.a_b.Linear.forward.0.pt"
     other = next(m for m in res.modules if m.module == "blk.c")
     assert other.inputs_path() is None  # a path leaving the replay.json folder is not followed
+
+
+def test_repro_module_that_cannot_be_pickled_leaves_no_partial_file(tmp_path, monkeypatch):
+    import threading
+
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    model[0].lock = threading.Lock()  # neither pickled nor deep-copied
+    monkeypatch.setenv("GRAPHPROBE_REPRO_MODULE", "0")
+    monkeypatch.setenv("GRAPHPROBE_REPRO_DIR", str(tmp_path / "m"))
+    save_repro_module(model)
+    info = json.loads((tmp_path / "m" / "module.json").read_text())
+    assert info["module"] == "0" and not info["pickled"] and "lock" in info["pickle_error"]
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["module.json", "state_dict.pt"]

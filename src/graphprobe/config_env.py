@@ -215,6 +215,24 @@ def _compile_config() -> str:
     return "\n".join(lines)
 
 
+def _save_atomic(obj: Any, path: str) -> None:
+    """``torch.save`` into a temporary file renamed onto ``path``: a save that
+    fails half-way (an object that cannot be pickled) leaves no partial file,
+    and ranks saving the same module at once each leave a whole one."""
+    import torch
+
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp{os.getpid()}")
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def save_repro_module(model: Any) -> None:
     """Saves the submodule named by ``$GRAPHPROBE_REPRO_MODULE`` into
     ``$GRAPHPROBE_REPRO_DIR`` (see the module docstring); does nothing when
@@ -231,9 +249,9 @@ def save_repro_module(model: Any) -> None:
         cls = type(module)
         info: dict[str, Any] = {"module": name, "class": cls.__qualname__, "class_module": cls.__module__,
                                 "repr": repr(module)[:4000], "pickled": False}
-        torch.save(module.state_dict(), os.path.join(folder, "state_dict.pt"))
+        _save_atomic(module.state_dict(), os.path.join(folder, "state_dict.pt"))
         try:
-            torch.save(module, os.path.join(folder, "module.pt"))
+            _save_atomic(module, os.path.join(folder, "module.pt"))
             info["pickled"] = True
         except Exception as e:  # noqa: BLE001  a module holding a lambda, a lock ...: the repro explains
             info["pickle_error"] = f"{type(e).__name__}: {e}"
@@ -241,18 +259,20 @@ def save_repro_module(model: Any) -> None:
             try:
                 bare = copy.deepcopy(module)
                 for sub in bare.modules():
-                    for name in _HOOK_DICTS:
-                        if isinstance(getattr(sub, name, None), dict):
-                            getattr(sub, name).clear()
-                torch.save(bare, os.path.join(folder, "module.pt"))
+                    for hooks in _HOOK_DICTS:
+                        if isinstance(getattr(sub, hooks, None), dict):
+                            getattr(sub, hooks).clear()
+                _save_atomic(bare, os.path.join(folder, "module.pt"))
                 info["pickled"] = True
                 info["hooks_dropped"] = True
             except Exception:  # noqa: BLE001  kept as pickle_error above
                 pass
         info["main_sources"], info["main_names"] = _main_sources(module)
         info["compile_config"] = _compile_config()
-        with open(os.path.join(folder, "module.json"), "w", encoding="utf-8") as f:
+        tmp = os.path.join(folder, f".module.json.tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
             json.dump(info, f, indent=1, default=repr)
+        os.replace(tmp, os.path.join(folder, "module.json"))
     except Exception as e:  # noqa: BLE001  never raise into the user's script
         warnings.warn(f"graphprobe: {REPRO_MODULE_ENV}={name!r}: the module could not be saved into {folder!r} for "
                       f"the repro: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
