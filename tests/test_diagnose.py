@@ -770,16 +770,20 @@ def test_report_html_escapes_names_and_commands(tmp_path):
 
     evil = "<script>alert(1)</script>"
     d = {"version": 1, "command": [PY, evil], "reference_command": None, "level": "L0", "steps": None,
-         "conclusion": evil, "error": None, "first_divergence": None, "origin": None, "bisect": None,
+         "conclusion": evil, "error": None, "first_divergence": None, "origin": None,
          "attribution": {"scope": evil, "why": evil, "dump": "d", "modules": [
              {"module": evil, "entry": evil, "step": 0, "verdict": "creates", "reason": evil, "local_error": 1.0,
               "eager_local_error": 0.0, "float64_error": 1.0, "floor": 1e-4}]},
          "bisect_skipped": None, "kernels": [], "kernels_note": None, "repro": None, "screen": None,
+         "bisect": {"backend": None, "subsystem": None, "bisect_number": None, "debug_info": None, "note": evil,
+                    "tests": [{"test": 0, "backend": "eager", "subsystem": None, "state": None, "passed": None,
+                               "seen": evil, "local_error": None, "seconds": 1.0, "log": evil}]},
          "stages": {}, "commands": [{"stage": evil, "argv": [PY, evil], "env": {}, "exit_code": 0, "seconds": 1.0,
                                      "log": evil, "note": ""}]}
     write_reports(tmp_path, d)
     page = (tmp_path / "report.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "FAIL" not in page and "not judged (the bisect stopped)" in page  # an aborted test did not fail
 
 
 def test_a_command_killed_by_a_signal_says_which(tmp_path):

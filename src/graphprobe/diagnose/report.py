@@ -54,6 +54,11 @@ def format_text(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _result(passed: Any) -> str:
+    """A bisect test's result: pass, FAIL, or not judged (the bisect stopped there)."""
+    return "pass" if passed is True else "FAIL" if passed is False else "not judged (the bisect stopped)"
+
+
 def _html(d: dict[str, Any], text: str) -> str:
     e = html.escape
     rows = "".join(
@@ -63,7 +68,7 @@ def _html(d: dict[str, Any], text: str) -> str:
         for m in (d.get("attribution") or {}).get("modules", []))
     tests = "".join(
         f"<tr><td>{t['test']}</td><td>{e(str(t['backend']))}</td><td>{e(str(t['subsystem'] or ''))}</td>"
-        f"<td>{e(str(t['state'] or ''))}</td><td>{'pass' if t['passed'] else 'FAIL'}</td><td>{e(t['seen'])}</td></tr>"
+        f"<td>{e(str(t['state'] or ''))}</td><td>{_result(t.get('passed'))}</td><td>{e(t['seen'])}</td></tr>"
         for t in (d.get("bisect") or {}).get("tests", []))
     cmds = "".join(f"<tr><td>{e(c['stage'])}</td><td>{c['exit_code']}</td><td>{c['seconds']:.1f}</td>"
                    f"<td><code>{e(shlex.join(c['argv']))}</code></td><td>{e(c['log'])}</td></tr>"
