@@ -7,8 +7,9 @@ the fault, the lowering the fake compiler breaks, the backend the fault
 needs (``torch.compiler.is_compiling()``: dynamo alone).
 
 Cost: the default run holds every test under about a minute here (the
-acceptance case B, a real diagnose with one bisect test: about 50 s; the
-fake bisect of a lowering: about 15 s). Three real runs take longer and run
+acceptance case B, a real diagnose with one bisect test: 48 to 73 s with
+the 2 shared cores loaded; the fake bisect of a lowering: about 17 s; the
+repro runs: about 20 s). Three real runs take longer and run
 only with ``GRAPHPROBE_SLOW_TESTS=1`` (the project's switch, as in
 tests/test_real_models.py)::
 
