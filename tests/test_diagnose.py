@@ -871,3 +871,18 @@ def test_repro_module_that_cannot_be_pickled_leaves_no_partial_file(tmp_path, mo
     info = json.loads((tmp_path / "m" / "module.json").read_text())
     assert info["module"] == "0" and not info["pickled"] and "lock" in info["pickle_error"]
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["module.json", "state_dict.pt"]
+
+
+def test_graphprobe_config_warns_once(tmp_path, monkeypatch):
+    import warnings
+
+    from graphprobe.dumper import AclGraphDumper
+
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": "tensor", "dump_path": str(tmp_path / "d"), "level": "L0",
+                               "statistics": {"slice": [{"dim": 0, "end": 1}]}}))  # a config that warns
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        AclGraphDumper()
+    assert len([w for w in caught if "slice" in str(w.message)]) == 1

@@ -59,7 +59,9 @@ def config_path_from_env(config_path: str | os.PathLike[str] | None) -> str | os
     from graphprobe.config import load_config
 
     try:
-        load_config(env)
+        with warnings.catch_warnings():  # checked here, loaded by the caller: its warnings are given there, once
+            warnings.simplefilter("ignore")
+            load_config(env)
     except (ValueError, TypeError) as e:
         given = "" if config_path is None else f" (it replaces the config_path {os.fspath(config_path)!r} given)"
         raise type(e)(f"${CONFIG_ENV}={env!r}{given}: {e}; unset it or point it at a valid config.json") from None
