@@ -416,3 +416,135 @@ def test_overhead_benchmark_runs(tmp_path):
     text = out.read_text()
     assert "| eager |" in text and "| torch.compile(aot_eager, fullgraph) |" in text
     assert "33 / 87" in text  # forward records only / with backward and parameter-gradient records
+
+
+# --- a module called several times per step: backward.{n} is its forward call's n, as msprobe names it ---
+
+def _reuse_expected(case: str) -> list[str]:
+    """The backward records of ``case`` (tests/backward_reuse_runs.py) in
+    execution order, by msprobe's rule (ModuleProcessor.build_module_hook:
+    ``forward.{i}`` and ``backward.{i}`` come from the same call count): the
+    head's backward first, then the third, second and first call of act and
+    shared; under gradient accumulation the second pass continues the count."""
+    names = []
+    for p in range(2 if case == "accum" else 1):
+        names.append(f"Module.head.Linear.backward.{p}")
+        for k in (3 * p + 2, 3 * p + 1, 3 * p):
+            names += [f"Module.act.Tanh.backward.{k}", f"Module.shared.Linear.backward.{k}"]
+        names.append(f"Module.inp.Linear.backward.{p}")
+    return names
+
+
+def _reuse_grads(case: str) -> dict[str, dict[str, list[torch.Tensor]]]:
+    """Reference gradients per module *call* (``Module.shared.Linear.backward.{k}``
+    for the k-th forward call in the step), from plain tensor hooks on an
+    unwired, uncheckpointed copy of the model trained on the same batches."""
+    from backward_reuse_runs import batch, model
+
+    net = model("reuse")
+    seen: dict[str, dict[str, list[torch.Tensor]]] = {}
+    calls: dict[str, int] = {}
+    for path, module in net.named_modules():
+        if not path:
+            continue
+        prefix = f"Module.{path}.{type(module).__name__}.backward"
+
+        def pre(mod: nn.Module, args: tuple[Any, ...], prefix: str = prefix) -> Any:
+            k = calls[prefix] = calls.get(prefix, -1) + 1
+            rec = seen.setdefault(f"{prefix}.{k}", {"input": [], "output": []})
+            new = []
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    a = a.view_as(a)
+                    a.register_hook(lambda g, rec=rec: rec["output"].append(g.detach().clone()))
+                new.append(a)
+            return tuple(new)
+
+        def post(mod: nn.Module, args: Any, out: torch.Tensor, prefix: str = prefix) -> None:
+            rec = seen[f"{prefix}.{calls[prefix]}"]
+            out.register_hook(lambda g, rec=rec: rec["input"].append(g.detach().clone()))
+
+        module.register_forward_pre_hook(pre)
+        module.register_forward_hook(post)
+    for micro in range(2 if case == "accum" else 1):
+        net(batch(0, micro)).sum().backward()
+    return seen
+
+
+def _reuse_dump(write_config: Any, out: Path, case: str, backend: str | None = None) -> dict[str, Any]:
+    """Step 0 of ``case`` dumped at L0 (``backend``: compiled with it)."""
+    from backward_reuse_runs import batch, model
+
+    torch._dynamo.reset()
+    net = model(case)
+    dumper = AclGraphDumper(write_config(level="L0", dump_path=str(out)))
+    dumper.start(net)
+    run: Any = net if backend is None else torch.compile(net, backend=backend, fullgraph=True)
+    for micro in range(2 if case == "accum" else 1):
+        run(batch(0, micro)).sum().backward()
+    dumper.step()
+    dumper.stop()
+    return _read(str(out), 0)
+
+
+@pytest.mark.parametrize("case", ["reuse", "accum", "ckpt"])
+def test_module_called_several_times_names_each_backward_after_its_forward_call(write_config, tmp_path, case):
+    """A Linear and a Tanh called three times per forward: the backward pass
+    reaches their third call first, and its record is backward.2 (msprobe's
+    name), holding the gradients of forward.2's output and input; also with
+    two backward passes per step and under activation checkpointing (whose
+    recomputation adds no forward record)."""
+    data = _reuse_dump(write_config, tmp_path / "dump", case)
+    assert [k for k in data if ".backward." in k] == _reuse_expected(case)
+    passes = 2 if case == "accum" else 1
+    assert [k for k in data if k.startswith("Module.shared.Linear.forward.")] == [
+        f"Module.shared.Linear.forward.{k}" for k in range(3 * passes)]
+    grads = _reuse_grads(case)
+    for name in _reuse_expected(case):
+        for part in ("input", "output"):
+            want, got = grads[name][part], data[name][part]
+            assert len(got) == len(want), f"{name}.{part}: {len(got)} records, {len(want)} gradients"
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert_stats_close(g, stats64(w), RTOL, f"{name}.{part}.{i}")
+
+
+@pytest.mark.parametrize("case,backend", [("reuse", "aot_eager"), ("accum", "aot_eager"), ("ckpt", "aot_eager"),
+                                          ("reuse", "inductor")])
+def test_module_called_several_times_compiled_records_equal_eager(write_config, tmp_path, case, backend):
+    """The compiled backward names a reused module's backward calls as
+    eager autograd does: the same record list, the same statistics."""
+    eager = _reuse_dump(write_config, tmp_path / "eager", case)
+    compiled = _reuse_dump(write_config, tmp_path / backend, case, backend)
+    assert list(compiled) == list(eager)
+    for name in eager:
+        if ".backward." in name:
+            for part in ("input", "output"):
+                assert len(compiled[name][part]) == len(eager[name][part]), f"{name}.{part}"
+                for i, (g, w) in enumerate(zip(compiled[name][part], eager[name][part])):
+                    assert_stats_close(g, w, 1e-5, f"{name}.{part}.{i}")
+
+
+@needs_msprobe
+@pytest.mark.parametrize("case", ["reuse", "accum", "ckpt"])
+def test_module_called_several_times_backward_names_equal_msprobes(tmp_path, case):
+    """msprobe's eager PrecisionDebugger (L0) on the same model and batches,
+    2 steps: the same backward names in the same order, every step. Forward
+    names too, except under activation checkpointing, where msprobe also
+    records the recomputation inside backward (forward.3 to forward.5 of
+    shared and act) and graphprobe does not (docs/limitations.md)."""
+    runs = {}
+    for tool in ("msprobe", "graphprobe"):
+        runs[tool] = tmp_path / tool
+        subprocess.run([sys.executable, str(HERE / "backward_reuse_runs.py"), tool, "eager", case, str(runs[tool])],
+                       check=True, capture_output=True, timeout=600)
+    ours, theirs = (json.loads((runs[t] / "names.json").read_text()) for t in ("graphprobe", "msprobe"))
+    for step in range(2):
+        assert [k for k in ours[step] if ".backward." in k] == [k for k in theirs[step] if ".backward." in k]
+        assert [k for k in ours[step] if ".backward." in k] == _reuse_expected(case)
+        fw_ours = [k for k in ours[step] if ".forward." in k]
+        fw_theirs = [k for k in theirs[step] if ".forward." in k]
+        if case == "ckpt":
+            recomputed = [f"Module.{m}.forward.{k}" for k in (3, 4, 5) for m in ("shared.Linear", "act.Tanh")]
+            assert [k for k in fw_theirs if k not in fw_ours] == recomputed
+            fw_theirs = [k for k in fw_theirs if k not in recomputed]
+        assert fw_ours == fw_theirs

@@ -81,8 +81,13 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
     auto it = run_start.find(run_of(*s, site_id, inst.captured, inst.instance));
     if (it == run_start.end()) return std::nullopt;
     const Call* c = registry.call(s->call);
-    const bool backward = s->is_static && c != nullptr && is_backward_entry(c->entry);
-    return OrderKey{it->second, backward ? kBackwardBase - s->position : s->position};
+    const bool backward = c != nullptr && is_backward_entry(c->entry);
+    // A backward part without tensors (a module whose inputs need no
+    // gradient, wiring/backward.py) never runs, not even a marker: it has no
+    // place, in eager mode (no row) and compiled code alike, and the call is
+    // ordered by its other part.
+    if (backward && s->layout && s->layout->places.empty()) return std::nullopt;
+    return OrderKey{it->second, backward && s->is_static ? kBackwardBase - s->position : s->position};
   };
 
   std::vector<Instance*> all;
@@ -102,7 +107,7 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
   std::stable_sort(all.begin(), all.end(), [](const Instance* a, const Instance* b) { return a->start < b->start; });
   std::map<std::string, int64_t> counts;
   for (Instance* inst : all) inst->n = counts[inst->call->entry]++;
-  // An L1 backward call takes the {n} of its forward call (linked at
+  // A backward call takes the {n} of its forward call (linked at
   // insertion, PartLayout::forward_site), as msprobe names it: forward calls
   // without a backward (under no_grad) must not shift the numbers.
   for (Instance* inst : all) {

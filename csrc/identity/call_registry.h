@@ -41,9 +41,10 @@ struct PartLayout {
   // Per tensor (may be shorter than places): extra fields of its record, as
   // (key, JSON text) pairs; a DTensor's placements and global shape.
   std::vector<std::vector<std::pair<std::string, std::string>>> extras;
-  // An L1 backward call's opening part (wiring/api_backward.py): the input
-  // site of its forward call, whose {n} the backward call takes (msprobe
-  // names Functional.linear.{n}.backward after its forward call); -1: none.
+  // A backward call's opening part (wiring/backward.py, api_backward.py):
+  // the input site of its forward call, whose {n} the backward call takes
+  // (msprobe names Module.a.Linear.backward.{n} and
+  // Functional.linear.{n}.backward after their forward call); -1: none.
   int64_t forward_site = -1;
 };
 

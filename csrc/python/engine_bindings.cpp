@@ -74,7 +74,7 @@ void bind_engine(py::module_& m) {
                   std::vector<std::vector<std::pair<std::string, std::string>>> extras, int64_t forward_site) {
           PartLayout layout = to_layout(std::move(entry), std::move(places), std::move(order),
                                         std::move(requires_grad), leaves, std::move(extras));
-          layout.forward_site = forward_site;  // an L1 backward call's forward call (call_registry.h)
+          layout.forward_site = forward_site;  // a backward call's forward call (call_registry.h)
           Engine& e = Engine::get();
           return opening ? e.open_call(std::move(layout), to_mode(mode), program)
                          : e.close_call(std::move(layout), to_mode(mode), program);

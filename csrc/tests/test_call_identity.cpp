@@ -308,8 +308,78 @@ void a_linked_backward_takes_its_forward_number() {
   }
 }
 
+// A module called three times (wiring/backward.py): each backward call is
+// opened in the forward pre-hook without tensors (the model's input needs no
+// gradient), linked to its forward call, and closed with the gradient of the
+// output. The backward pass reaches the third call first; its record is
+// backward.2, as msprobe names it, in eager mode and in a compiled backward
+// (static sites of a backward program of their own, run in reverse).
+void a_module_called_three_times_names_each_backward_after_its_forward() {
+  const std::string fwd = "Module.shared.Linear.forward.{n}", bwd = "Module.shared.Linear.backward.{n}";
+  for (const InsertMode mode : {InsertMode::kEager, InsertMode::kTraced}) {
+    CallRegistry reg;
+    const int64_t program = mode == InsertMode::kEager ? 0 : reg.new_program();
+    const int64_t backward_program = mode == InsertMode::kEager ? 0 : reg.new_program();
+    std::vector<int64_t> f_in, f_out, b_close;
+    for (int k = 0; k < 3; ++k) {
+      f_in.push_back(reg.open(part(fwd, "input_args", 1), mode, program));
+      PartLayout opening = part(bwd, "output", 0);
+      opening.forward_site = f_in.back();
+      reg.open(std::move(opening), mode, backward_program);
+      f_out.push_back(reg.close(part(fwd, "output", 1), mode, program));
+      b_close.push_back(reg.close(part(bwd, "input", 1), mode, backward_program));
+    }
+    std::vector<ExecutedRow> rows;
+    double when = 0;
+    for (int k = 0; k < 3; ++k) {
+      rows.push_back(probe(f_in[k], 0, when++));
+      rows.push_back(probe(f_out[k], 0, when++));
+    }
+    for (int k = 2; k >= 0; --k) rows.push_back(probe(b_close[k], 0, when++));
+    CHECK(names(assemble_calls(reg, rows)) ==
+          (std::vector<std::string>{"Module.shared.Linear.forward.0", "Module.shared.Linear.forward.1",
+                                    "Module.shared.Linear.forward.2", "Module.shared.Linear.backward.2",
+                                    "Module.shared.Linear.backward.1", "Module.shared.Linear.backward.0"}));
+  }
+}
+
+// A parent module whose inputs need no gradient (a model called with
+// input_ids) has a backward call opened without tensors; its record is
+// ordered by its outputs' gradients, which arrive before its child's: in
+// compiled code as in eager mode (the empty part's insertion position, the
+// earliest, would put it after every backward record of the pass).
+void a_backward_call_without_input_gradients_is_ordered_by_its_outputs() {
+  const std::string pf = "Module.model.Model.forward.{n}", pb = "Module.model.Model.backward.{n}";
+  const std::string cf = "Module.model.norm.Norm.forward.{n}", cb = "Module.model.norm.Norm.backward.{n}";
+  for (const InsertMode mode : {InsertMode::kEager, InsertMode::kTraced}) {
+    CallRegistry reg;
+    const int64_t program = mode == InsertMode::kEager ? 0 : reg.new_program();
+    const int64_t backward_program = mode == InsertMode::kEager ? 0 : reg.new_program();
+    const int64_t p_in = reg.open(part(pf, "input_args", 1), mode, program);
+    PartLayout p_grads_in = part(pb, "output", 0);
+    p_grads_in.forward_site = p_in;
+    reg.open(std::move(p_grads_in), mode, backward_program);
+    const int64_t c_in = reg.open(part(cf, "input_args", 1), mode, program);
+    PartLayout c_grads_in = part(cb, "output", 1);
+    c_grads_in.forward_site = c_in;
+    const int64_t c_open = reg.open(std::move(c_grads_in), mode, backward_program);
+    const int64_t c_out = reg.close(part(cf, "output", 1), mode, program);
+    const int64_t c_close = reg.close(part(cb, "input", 1), mode, backward_program);
+    const int64_t p_out = reg.close(part(pf, "output", 1), mode, program);
+    const int64_t p_close = reg.close(part(pb, "input", 1), mode, backward_program);
+    const auto calls = assemble_calls(reg, {probe(p_in, 0, 0), probe(c_in, 0, 1), probe(c_out, 0, 2),
+                                            probe(p_out, 0, 3), probe(p_close, 0, 4), probe(c_close, 0, 5),
+                                            probe(c_open, 0, 6)});
+    CHECK(names(calls) == (std::vector<std::string>{"Module.model.norm.Norm.forward.0", "Module.model.Model.forward.0",
+                                                    "Module.model.Model.backward.0",
+                                                    "Module.model.norm.Norm.backward.0"}));
+  }
+}
+
 void run() {
   a_linked_backward_takes_its_forward_number();
+  a_backward_call_without_input_gradients_is_ordered_by_its_outputs();
+  a_module_called_three_times_names_each_backward_after_its_forward();
   eager_calls_follow_execution();
   static_calls_ignore_the_schedule();
   a_compiled_model_run_twice_numbers_as_eager();

@@ -19,9 +19,19 @@ inputs that require grad (what a full backward hook sees). Its sites are
 registered when the probes are inserted (identity fixed at insertion,
 csrc/identity/call_registry.h): the ``output`` part in the forward pre-hook
 (it *opens* the backward call), the ``input`` part in the forward hook (it
-*closes* it). The call assembly knows that a backward call starts with its
-``input`` part and that compiled backward probes run in the reverse of
-their insertion order (csrc/identity/call_assembly.cpp).
+*closes* it); both are registered, without tensors where none wants a
+gradient, whenever grad mode is on, so that every forward call made with
+grad has its own backward call. The call assembly knows that a backward
+call starts with its ``input`` part and that compiled backward probes run
+in the reverse of their insertion order (csrc/identity/call_assembly.cpp).
+
+The backward call is linked to its forward call at insertion (the opening
+part carries the forward call's input site, ``forward_site``), and the call
+assembly gives it that forward call's ``{n}``, as msprobe names it
+(``ModuleProcessor.build_module_hook`` makes ``forward.{i}`` and
+``backward.{i}`` from the same call count): a module called three times in
+a step has ``backward.0`` for the gradients of ``forward.0``, whatever
+order the backward pass reaches them in.
 
 Parameter gradients (``Module.{path}.{Class}.parameters_grad.0``, one row
 per parameter) are read at ``step()``: the accumulated ``.grad`` as the
@@ -128,16 +138,17 @@ def _wants_grad(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.requires_grad and type(x) in (torch.Tensor, torch.nn.Parameter)
 
 
-def _register(opening: bool, entry: str, part: str, count: int) -> int:
+def _register(opening: bool, entry: str, part: str, count: int, forward_site: int = -1) -> int:
     """Registers one part of a backward call (``count`` gradient tensors
-    under ``part``: ``input`` or ``output``) and returns its site."""
+    under ``part``: ``input`` or ``output``; the opening part linked to its
+    forward call's input ``forward_site``) and returns its site."""
     places = tuple((part, str(i)) for i in range(count))
-    return _register_constant(opening, entry, places, probe._mode(), probe._session)
+    return _register_constant(opening, entry, places, forward_site, probe._mode(), probe._session)
 
 
 @torch._dynamo.assume_constant_result
-def _register_constant(opening: bool, entry: str, places: tuple[tuple[str, ...], ...], mode: int,
-                       session: int) -> int:
+def _register_constant(opening: bool, entry: str, places: tuple[tuple[str, ...], ...], forward_site: int,
+                       mode: int, session: int) -> int:
     """Executed (not traced) by dynamo, once per trace; ``session`` makes
     dynamo guard on the dumper session, as for forward sites."""
     program = 0
@@ -145,7 +156,7 @@ def _register_constant(opening: bool, entry: str, places: tuple[tuple[str, ...],
         program = _backward_program()
     register = _C.open_call if opening else _C.close_call
     n = len(places)
-    return int(register(entry, places, tuple(range(n)), (False,) * n, (), mode, program, ()))
+    return int(register(entry, places, tuple(range(n)), (False,) * n, (), mode, program, (), forward_site))
 
 
 def _backward_program() -> int:
@@ -169,16 +180,18 @@ def _apply(site: int, tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
     return outs
 
 
-def wrap_inputs(entry: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def wrap_inputs(entry: str, args: tuple[Any, ...], forward_site: int = -1) -> tuple[Any, ...] | None:
     """Forward pre-hook part: opens the backward call of ``entry`` (a
-    ``...backward.{n}`` template) with the gradients of the positional
-    tensor inputs that require grad (its ``output``), and returns ``args``
-    with those tensors passed through a :class:`GradProbe`; None when no
-    positional input requires grad."""
+    ``...backward.{n}`` template), linked to its forward call's input
+    ``forward_site``, with the gradients of the positional tensor inputs
+    that require grad (its ``output``), and returns ``args`` with those
+    tensors passed through a :class:`GradProbe`; None when no positional
+    input requires grad (the call is opened all the same: its ``input``
+    part, :func:`wrap_output`, closes it and is named by the link)."""
     index = [i for i, a in enumerate(args) if _wants_grad(a)]
+    site = _register(True, entry, "output", len(index), forward_site)
     if not index:
         return None
-    site = _register(True, entry, "output", len(index))
     outs = _apply(site, [args[i] for i in index])
     new = list(args)
     for i, o in zip(index, outs):
@@ -191,12 +204,14 @@ def wrap_output(entry: str, output: Any) -> Any:
     gradients of the output's tensors that require grad (its ``input``),
     and returns the output with those tensors passed through a
     :class:`GradProbe` (tuples rebuilt, lists and dicts updated in place, as
-    msprobe does, so that a ``ModelOutput`` keeps its class)."""
+    msprobe does, so that a ``ModelOutput`` keeps its class). Closes the
+    call opened by :func:`wrap_inputs` even when no tensor wants a
+    gradient, so that no call is left open."""
     found: list[torch.Tensor] = []
     _collect(output, found, 0)
+    site = _register(False, entry, "input", len(found))
     if not found:
         return output
-    site = _register(False, entry, "input", len(found))
     outs = iter(_apply(site, found))
     return _rebuild(output, outs, 0)
 

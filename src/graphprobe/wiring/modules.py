@@ -85,9 +85,10 @@ def _pre_hook(entry: str, names: tuple[str, ...], grad_entry: str | None) -> Any
         parameters = {name: p for name, p in module._parameters.items() if p is not None}
         if torch.compiler.is_compiling():  # dynamic=True: sizes and number attributes may be symbolic
             args, kwargs = concrete_numbers(args), concrete_numbers(kwargs)
-        probe_inputs(entry, args, kwargs, parameters)
+        site = probe_inputs(entry, args, kwargs, parameters)
         if grad_entry is not None and torch.is_grad_enabled():
-            wrapped = backward.wrap_inputs(grad_entry, original_args)
+            # Linked to this forward call: the backward record takes its {n}.
+            wrapped = backward.wrap_inputs(grad_entry, original_args, site)
             if wrapped is not None:
                 return wrapped, original_kwargs
         return None
