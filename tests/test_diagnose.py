@@ -7,8 +7,8 @@ the fault, the lowering the fake compiler breaks, the backend the fault
 needs (``torch.compiler.is_compiling()``: dynamo alone).
 
 Cost: the default run holds every test under about a minute here (the
-acceptance case B, a real diagnose with one bisect test: 48 to 73 s with
-the 2 shared cores loaded; the fake bisect of a lowering: about 17 s; the
+acceptance case B, a real diagnose with one bisect test: 60 s with the 2
+shared cores loaded, with one inductor compile thread; the fake bisect of a lowering: about 17 s; the
 repro runs: about 20 s). Three real runs take longer and run
 only with ``GRAPHPROBE_SLOW_TESTS=1`` (the project's switch, as in
 tests/test_real_models.py)::
@@ -379,7 +379,9 @@ def _diagnose(tmp_path: Path, fault: str) -> tuple[int, dict, Path]:
     script = tmp_path / "script.py"
     script.write_text(MODEL)
     out = tmp_path / "diag"
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    # One compile thread: no pool of compile workers (each a fresh Python importing torch) to start in every
+    # run of the script; on the 2 shared cores that pool costs more than it saves.
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), TORCHINDUCTOR_COMPILE_THREADS="1")
     proc = subprocess.run([PY, "-m", "graphprobe", "diagnose", "-o", str(out), "--", PY, str(script), fault],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1500)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
@@ -886,3 +888,21 @@ def test_graphprobe_config_warns_once(tmp_path, monkeypatch):
         warnings.simplefilter("always")
         AclGraphDumper()
     assert len([w for w in caught if "slice" in str(w.message)]) == 1
+
+
+def test_the_origin_alone_is_recorded_for_its_kernels(tmp_path):
+    from graphprobe.diagnose.entries import selector
+    from graphprobe.diagnose.pipeline import find_kernels
+    from graphprobe.wiring.probe import matches  # the dumper's own statistics.list rule
+
+    item = selector("layers.1", "Module.layers.1.Block.forward.0")
+    picked = [p for p in ("layers.1.Block", "layers.10.Block", "layers.11.Block", "layers.1.mlp.MLP")
+              if matches(p, (item.lower(),))]
+    assert picked == ["layers.1.Block"]
+    assert matches("layers.10.block", ("layers.1",))  # why the path alone is not enough (it was used before)
+    assert selector("", "Module.Net.forward.0") == ""  # the root: every module (as the path alone)
+    # The kernels run records that item only: the probes last in the output code are the origin's.
+    find_kernels(Runner(tmp_path / "logs"), tmp_path, [PY, "-c", "import sys; sys.exit(1)"], "layers.1", 1,
+                 select=item)
+    cfg = json.loads((tmp_path / "runs" / "kernels.json").read_text())
+    assert cfg["statistics"]["list"] == ["layers.1.Block"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["EntryName", "parse_entry", "within"]
+__all__ = ["EntryName", "parse_entry", "selector", "within"]
 
 
 @dataclass(frozen=True)
@@ -38,3 +38,15 @@ def within(module: str, ancestor: str) -> bool:
     """Whether the dotted path ``module`` is ``ancestor`` or below it
     (``""``, the root, holds everything)."""
     return ancestor == "" or module == ancestor or module.startswith(ancestor + ".")
+
+
+def selector(module: str, entry: str) -> str:
+    """The ``statistics.list``/``replay.list`` item that selects ``module``
+    and not its neighbours: those lists match substrings of
+    ``{path}.{Class}``, so the path alone (``layers.1``) also selects
+    ``layers.10`` and the module's submodules; with its class
+    (``layers.1.Block``) it selects the module itself (and only a module of
+    that class whose path ends with this one besides). Falls back to the path
+    when the entry names no class."""
+    cls = parse_entry(entry).cls
+    return f"{module}.{cls}" if module and cls else module

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from graphprobe.diagnose.commands import Runner, say_to
+from graphprobe.diagnose.entries import selector
 from graphprobe.diagnose.replay_files import ReplayFormatError
 from graphprobe.diagnose.report import SCHEMA_VERSION, write_reports
 from graphprobe.diagnose.screen import StageError
@@ -71,15 +72,19 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise _Terminated(signal.Signals(signum).name)
 
 
-def find_kernels(runner: Runner, out: Path, command: list[str], module: str, outputs: int) -> tuple[list[str], str]:
-    """Runs the target recording only ``module`` with ``TORCH_LOGS=output_code``
-    and names the kernels that wrote its outputs (:mod:`.kernels`); returns
-    (kernels, how they were found or why none was)."""
+def find_kernels(runner: Runner, out: Path, command: list[str], module: str, outputs: int,
+                 select: str | None = None) -> tuple[list[str], str]:
+    """Runs the target recording only ``module`` (the ``statistics.list``
+    item ``select``, :func:`.entries.selector`; default the path) with
+    ``TORCH_LOGS=output_code`` and names the kernels that wrote its outputs
+    (:mod:`.kernels`); returns (kernels, how they were found or why none was)."""
     from graphprobe.diagnose.configs import write_config
     from graphprobe.diagnose.kernels import kernels_from_log
 
     dump = out / "runs" / "kernels"
-    cfg = write_config(out / "runs" / "kernels.json", dump, "L0", [module])
+    # The origin's probes must be the last of each graph: nothing after it may be recorded (layers.10 after
+    # layers.1), so the module is selected with its class.
+    cfg = write_config(out / "runs" / "kernels.json", dump, "L0", [select or module])
     rec = runner.run("kernels", command, {"GRAPHPROBE_CONFIG": str(cfg), "TORCH_LOGS": "output_code",
                                           "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"})
     if rec.exit_code != 0:
@@ -184,7 +189,8 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             t0 = time.monotonic()
             say(f"[3/4] bisect: torch's CompilerBisector, pass = replay judges {at.origin.module} not 'creates' "
                 "(one run of the command per test)")
-            b = bisect(runner, out, opts.command, at.origin.module, opts.steps, say)
+            b = bisect(runner, out, opts.command, at.origin.module, opts.steps, say,
+                       select=selector(at.origin.module, at.origin.entry))
             d["stages"]["bisect"] = round(time.monotonic() - t0, 2)
             d["bisect"] = b.as_json()
             say(f"  result: backend {b.backend}, subsystem {b.subsystem}, bisect number {b.bisect_number}, "
@@ -193,7 +199,8 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
         t0 = time.monotonic()
         say(f"  kernels: the target once more, recording only {at.origin.module}, with inductor's output code")
         d["kernels"], d["kernels_note"] = find_kernels(runner, out, opts.command, at.origin.module,
-                                                       max(1, len(at.origin.outputs)))
+                                                       max(1, len(at.origin.outputs)),
+                                                       select=selector(at.origin.module, at.origin.entry))
         d["stages"]["kernels"] = round(time.monotonic() - t0, 2)
         say(f"  kernels computing {at.origin.module}'s output: {', '.join(d['kernels']) or '-'} "
             f"({d['kernels_note']})")
