@@ -18,7 +18,8 @@ tests/test_real_models.py)::
 
 Their last results (benchmarks/results/diagnose_cost.md, 2 shared CPU
 cores under load): acceptance A (inductor's ReLU fault, 20-test bisect)
-passed in 483 s, 24 commands; the transformers Llama case passed in 78 s;
+passed in 483 s, 24 commands; the transformers Llama case passed in 78 s
+(97 s on a rerun after the review's fixes, 2026-12-01 19:20 UTC);
 the demo --diagnose case passed in 170 s (93 s on a second run)."""
 
 from __future__ import annotations
