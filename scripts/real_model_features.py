@@ -212,8 +212,14 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {m} | {c} | {r} | {n.replace('|', '/')} |" for m, c, r, n in rows]
+    # The findings below the table are written by hand; a rerun keeps them.
+    findings = ""
+    if os.path.exists(args.out):
+        with open(args.out) as fh:
+            text = fh.read()
+        findings = text[text.index("\n## Findings"):] if "\n## Findings" in text else ""
     with open(args.out, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write("\n".join(lines) + "\n" + findings)
     print(f"wrote {args.out}; {sum(r[2] == 'pass' for r in rows)}/{len(rows)} pass")
 
 
