@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import types
 from typing import Any
 
 import pytest
@@ -542,3 +543,31 @@ def test_buffer_set_to_none_after_start(write_config, tmp_path, backend) -> None
     dumper.stop()
     mods = _by_module(_replay_file(str(tmp_path / "dump"), 0))
     assert mods["0"]["verdict"] == "inherits" and mods["0.lin"]["verdict"] == "inherits"
+
+
+def test_forward_replaced_on_the_instance_is_not_run(write_config, tmp_path) -> None:
+    """A closure over the original module's forward, set on the instance, is
+    copied as itself by deepcopy: replaying the copy would run the original
+    module (its float32 weights in the float64 replay, its buffers). Such a
+    module (and every module whose tree holds it) is not judged, and the
+    original's BatchNorm statistics stay as the graph-mode run left them."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 8))
+    inner = model[1].forward
+
+    def patched(x: torch.Tensor) -> torch.Tensor:
+        return inner(x)
+
+    model[1].forward = patched
+    bound = nn.Linear(8, 8)
+    bound.forward = types.MethodType(nn.Linear.forward, bound)  # bound to the module: deepcopy rebinds it
+    model.append(bound)
+    _run(model, (torch.randn(4, 8),), write_config(replay=True), backend=None)
+    after = {k: v.clone() for k, v in model.state_dict().items()}
+    mods = _by_module(_replay_file(str(tmp_path / "dump"), 0))
+    assert mods["1"]["verdict"] == "not judged" and "1.forward is replaced on the instance" in mods["1"]["reason"]
+    assert mods["0"]["verdict"] == "inherits" and mods["2"]["verdict"] == "inherits"
+    assert mods["3"]["verdict"] == "inherits"
+    # The refused module was never run by replay: its running statistics saw one batch (the model's own call).
+    assert model[1].num_batches_tracked.item() == 1
+    assert all(torch.equal(after[k], v) for k, v in model.state_dict().items())

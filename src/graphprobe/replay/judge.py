@@ -26,6 +26,7 @@ module creates when one of its floating outputs does.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import math
@@ -300,6 +301,27 @@ def _run(module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
         return module(*args, **kwargs)
 
 
+def _foreign_forward(module: torch.nn.Module) -> str | None:
+    """The relative path of the first module in ``module``'s tree whose
+    ``forward`` is replaced on the instance by a callable not bound to that
+    module, or None. ``copy.deepcopy`` rebinds a bound method (and a
+    ``functools.partial`` over the module, as accelerate's hooks make) to the
+    copy, but a plain function or closure is copied as itself: a closure over
+    the original module's ``forward`` would run the original — its float32
+    weights in the float64 replay, and its buffers, which replay must never
+    write."""
+    for name, sub in module.named_modules():
+        fwd = sub.__dict__.get("forward")
+        if fwd is None:
+            continue
+        if getattr(fwd, "__self__", None) is sub:
+            continue
+        if isinstance(fwd, functools.partial) and any(a is sub for a in fwd.args):
+            continue
+        return name
+    return None
+
+
 def _clone_tree(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.clone()
@@ -532,6 +554,15 @@ class _Judge:
 
     def _judge_call(self, call: Call, site: Site, copies: _Copies, record: dict[str, Any]) -> None:
         assert call.inputs is not None and call.outputs is not None and call.buffers is not None
+        foreign = _foreign_forward(copies.native)
+        if foreign is not None:
+            where = f"{site.path}.{foreign}" if foreign else site.path
+            record["reason"] = (f"not judged: {where}.forward is replaced on the instance by "
+                                "a callable that is not bound to the module; the copy made for replay would "
+                                "call it, and through it possibly the original module and its state, so it is "
+                                "not run (bind the replacement with types.MethodType, or leave the module out "
+                                "of replay.list)")
+            return
         inputs = call.inputs
         args = _rebuild(site.args, inputs)
         kwargs = _rebuild(site.kwargs, inputs)
