@@ -161,14 +161,19 @@ def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
                 if isinstance(fn, types.FunctionType):
                     add(fn)
     sources: list[str] = []
-    for obj in list(objects):
-        try:
-            src = textwrap.dedent(inspect.getsource(obj))
-        except (OSError, TypeError):
-            src = f"# the source of {obj.__qualname__} could not be read\n"
-        sources.append(src)
-        if isinstance(obj, type):
-            pending_names.extend(sorted(_body_names(src)))
+
+    def take_sources(objs: list[Any]) -> None:
+        # A class's body may name further helpers of the script: they are looked up below.
+        for obj in objs:
+            try:
+                src = textwrap.dedent(inspect.getsource(obj))
+            except (OSError, TypeError):
+                src = f"# the source of {obj.__qualname__} could not be read\n"
+            sources.append(src)
+            if isinstance(obj, type):
+                pending_names.extend(sorted(_body_names(src)))
+
+    take_sources(list(objects))
     lines: dict[str, Any] = {}
     seen: set[str] = set()
     while pending_names:
@@ -188,14 +193,7 @@ def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
         elif top_level(value) and isinstance(value, (type, types.FunctionType)):
             before = len(objects)
             add(value)  # a helper function or class of the script: its source, and the names it reads
-            for obj in objects[before:]:
-                try:
-                    src = textwrap.dedent(inspect.getsource(obj))
-                except (OSError, TypeError):
-                    src = f"# the source of {obj.__qualname__} could not be read\n"
-                sources.append(src)
-                if isinstance(obj, type):
-                    pending_names.extend(sorted(_body_names(src)))
+            take_sources(objects[before:])
         elif (path := _importable(value)) is not None:
             mod, _, qual = path.rpartition(".")
             lines[name] = f"from {mod} import {qual}" + ("" if qual == name else f" as {name}")
