@@ -163,14 +163,7 @@ def _backward_program() -> int:
     """The engine's program number for the backward probes of the trace
     under way: the backward graph runs apart from the forward one, so its
     probes form a run of their own (csrc/identity/call_assembly.h)."""
-    ctx = torch._guards.TracingContext.try_get()
-    if ctx is None:
-        return int(_C.new_program())
-    program = getattr(ctx, "_graphprobe_backward_program", None)
-    if program is None:
-        program = int(_C.new_program())
-        ctx._graphprobe_backward_program = program  # type: ignore[attr-defined]
-    return program
+    return probe._trace_program("_graphprobe_backward_program")
 
 
 def _apply(site: int, tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:

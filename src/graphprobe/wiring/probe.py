@@ -212,16 +212,18 @@ def _mode() -> int:
     return _EAGER
 
 
-def _trace_program() -> int:
+def _trace_program(slot: str = "_graphprobe_program") -> int:
     """The engine's number for the trace under way: one per dynamo trace, so
-    that the calls of one compiled graph are ordered by their positions."""
+    that the calls of one compiled graph are ordered by their positions.
+    ``slot`` names the attribute of the tracing context that holds it: the
+    backward probes of a trace keep a number of their own (wiring/backward.py)."""
     ctx = torch._guards.TracingContext.try_get()
     if ctx is None:
         return int(_C.new_program())
-    program = getattr(ctx, "_graphprobe_program", None)
+    program = getattr(ctx, slot, None)
     if program is None:
         program = int(_C.new_program())
-        ctx._graphprobe_program = program  # type: ignore[attr-defined]
+        setattr(ctx, slot, program)
     return program
 
 
