@@ -49,14 +49,15 @@ TENSOR_LAYOUTS = ("dump_json", "aclgraph")
 #: which ignoring it changes nothing, None: any value; what graphprobe does).
 MSPROBE_IGNORED_TENSOR_KEYS: dict[str, tuple[Any, str]] = {
     "scope": ([], "graphprobe selects with tensor.list only"),
-    "data_mode": (["all"], "graphprobe saves inputs and outputs of every forward call"),
+    "data_mode": (["all"], "graphprobe saves inputs and outputs of every call; statistics.data_mode decides "
+                  "the backward records"),
     "summary_mode": ("statistics", "the tensor task saves whole tensors"),
     "tensor_list": ([], "the tensor task saves every selected tensor"),
     "bench_path": (None, "graphprobe has no online md5 diff"),
     "diff_nums": (None, "graphprobe has no online md5 diff"),
     "request_id": ("", "graphprobe does not slice by request id"),
     "file_format": (None, "graphprobe writes .pt files"),
-    "backward_input": ([], "graphprobe records forward calls only"),
+    "backward_input": ([], "graphprobe has no level L2; its backward records follow statistics.data_mode"),
     "tls_path": (None, "another msprobe task"),
     "online_run_ut_recompute": (None, "another msprobe task"),
     "online_run_ut": (None, "another msprobe task"),
