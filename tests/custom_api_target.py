@@ -18,6 +18,22 @@ def split_pair(x: torch.Tensor):
     return x * 2, x - 1
 
 
+class Net(torch.nn.Module):
+    """A linear layer, then the two custom APIs (one called with keywords).
+    The APIs are read from this module's globals at each call, so wrapping
+    ``custom_api_target.split_pair`` at ``start()`` reaches these calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        a, b = split_pair(h)
+        return scale_add(a, b, alpha=0.5, bias=h)
+
+
 class Ops:
     """Methods of each kind, wrapped through the class."""
 

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 import custom_api_target as target
+from custom_api_target import Net
 import pytest
 import torch
 
@@ -26,18 +27,6 @@ from graphprobe.compare import compare
 APIS = ["custom_api_target.scale_add", "custom_api_target.split_pair"]
 
 
-class Net(torch.nn.Module):
-    """A linear layer, then two custom APIs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.lin(x)
-        a, b = target.split_pair(h)
-        return target.scale_add(a, b, alpha=0.5, bias=h)
 
 
 X = [torch.randn(3, 8, generator=torch.Generator().manual_seed(s)) for s in range(2)]

@@ -14,6 +14,7 @@ import json
 import os
 
 import custom_api_target as target
+from custom_api_target import Net
 import pytest
 import torch
 
@@ -25,18 +26,6 @@ APIS = ["custom_api_target.scale_add", "custom_api_target.split_pair"]
 ORIGINALS = (target.scale_add, target.split_pair)
 
 
-class Net(torch.nn.Module):
-    """A linear layer, then the two custom APIs (one called with kwargs)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.lin(x)
-        a, b = target.split_pair(h)
-        return target.scale_add(a, b, alpha=0.5, bias=h)
 
 
 def _expected(model: Net, x: torch.Tensor, call: int) -> dict[str, torch.Tensor]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-import custom_api_target as target
+from custom_api_target import Net
 import pytest
 import torch
 from graphs import capture
@@ -16,18 +16,6 @@ from graphs import capture
 import graphprobe
 
 
-class Net(torch.nn.Module):
-    """A linear layer, then two custom APIs (one called with a keyword)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.lin(x)
-        a, b = target.split_pair(h)
-        return target.scale_add(a, b, alpha=0.5, bias=h)
 
 
 @torch.no_grad()
