@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from graphprobe import _ops
+from graphprobe import aclgraph_layout as _aclgraph
 from graphprobe import npu as _npu
 from graphprobe import writer as _writer  # its atexit hook writes pending dump.json files
 from graphprobe.config import ConfigValueError, DumpConfig, load_config
@@ -43,17 +44,16 @@ from graphprobe.dump_folder import (
 )
 from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
 from graphprobe.module_names import check_module_names
-from graphprobe import aclgraph_layout as _aclgraph
-from graphprobe.wiring import custom_api as _custom_api
-from graphprobe.wiring import slicing as _slicing
-from graphprobe.wiring import api_backward as _api_backward
-from graphprobe.wiring.apis import ApiWiring
-from graphprobe.wiring.modules import ModuleWiring
-from graphprobe.wiring.backward import record_parameter_grads
-from graphprobe.wiring.probe import new_session
 from graphprobe.replay.capture import ReplayWiring
 from graphprobe.replay.capture import set_recording as set_replay_recording
 from graphprobe.replay.judge import replay_at_step
+from graphprobe.wiring import api_backward as _api_backward
+from graphprobe.wiring import custom_api as _custom_api
+from graphprobe.wiring import slicing as _slicing
+from graphprobe.wiring.apis import ApiWiring
+from graphprobe.wiring.backward import record_parameter_grads
+from graphprobe.wiring.modules import ModuleWiring
+from graphprobe.wiring.probe import new_session
 
 __all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "DumpWriteError", "current_rank"]
 
@@ -277,9 +277,10 @@ class AclGraphDumper:
         if not self._active:
             return
         recording = self._enabled
-        if self._wired is not None:  # parameter gradients as the optimizer sees them (wiring/backward.py)
+        if self._wired is not None:
+            # Parameter gradients as the optimizer sees them (wiring/backward.py), then "replay": this
+            # step's kept calls re-run, replay.json written (graphprobe.replay).
             record_parameter_grads(self._wired.wiring, dump and recording)
-        if self._wired is not None:  # "replay": re-runs this step's kept calls, writes replay.json
             replay_at_step(self._wired.wiring, self.config.replay, self._step_dir() if dump else None)
         if not dump:
             summary = _C.finish_step(None, self.config.task, self.config.level)
