@@ -167,13 +167,16 @@ def run(args: argparse.Namespace) -> int:
     except (PairingError, OSError) as e:
         print(terminal_safe(f"graphprobe compare: error: {e}"), file=sys.stderr)
         return 2
-    workbooks = write_workbooks(result) if args.xlsx else {}
+    book_notes: list[str] = []  # cells cut to Excel's limit
+    workbooks = write_workbooks(result, book_notes) if args.xlsx else {}
     print(format_summary(result, args.top, workbooks))
     for line in checksum_lines(result):  # both dumps with "md5": bit-identical or not (compare/checksums.py)
         print(terminal_safe(line))
     unwritten = [w for w in workbooks.values() if isinstance(w, str)]
     for message in unwritten:
         print(terminal_safe(f"graphprobe compare: error: {message}"), file=sys.stderr)
+    for note in book_notes:
+        print(terminal_safe(f"graphprobe compare: warning: {note}"), file=sys.stderr)
     for o in result.outcomes:
         for note in o.notes:
             print(terminal_safe(f"graphprobe compare: warning: {note}"), file=sys.stderr)

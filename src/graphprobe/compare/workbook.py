@@ -12,6 +12,17 @@ formula neutralisation is kept, so both files show the same). A sheet holds
 at most 1,048,576 rows (the xlsx limit): longer results continue on sheets
 ``result_2``, ``result_3``, ..., each with the header row.
 
+Two things the CSV can hold and a workbook cannot (docs/formats.md):
+
+* characters XML does not allow (U+0000-U+0008, U+000B, U+000C,
+  U+000E-U+001F, U+FFFE, U+FFFF: a form feed or ESC in a recorded name) are
+  written as the workbook format's own escape ``_xHHHH_``, which Excel reads
+  back as the character (a literal ``_xHHHH_`` in the text is written
+  ``_x005F_xHHHH_`` so that Excel shows it as it is);
+* a cell longer than 32,767 characters (Excel's limit) is cut, and ends in
+  :data:`CUT_MARKER` saying how long the CSV's cell is; each cut cell is
+  reported in the ``notes`` of :func:`write_workbook`.
+
 openpyxl is an optional dependency (``pip install 'graphprobe[xlsx]'``);
 :func:`require_openpyxl` says so when it is missing.
 """
@@ -21,16 +32,27 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
 from graphprobe.output_files import FILE_MODE, temporary_name
 
-__all__ = ["MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path", "write_workbook",
+__all__ = ["CUT_MARKER", "MAX_CELL_CHARS", "MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path", "write_workbook",
            "write_workbooks"]
 
 #: Rows of one sheet, the header included (Excel's limit).
 MAX_SHEET_ROWS = 1_048_576
+#: Characters of one cell (Excel's limit; counted in UTF-16 units, as Excel
+#: counts them, after the escapes below).
+MAX_CELL_CHARS = 32_767
+#: Ends a cell cut to :data:`MAX_CELL_CHARS`; ``{n}`` is the CSV cell's length.
+CUT_MARKER = " [... cut by graphprobe: the CSV's cell holds all {n} characters]"
+
+# What XML 1.0 cannot hold (openpyxl refuses it), and a literal escape that
+# Excel would otherwise decode.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_ESCAPE_LIKE = re.compile("_(?=x[0-9A-Fa-f]{4}_)")
 
 
 class OpenpyxlMissing(ImportError):
@@ -80,11 +102,42 @@ def _finite(value: float, text: str) -> str | float:
     return value if math.isfinite(value) and text.strip() == text and "_" not in text else text
 
 
-def write_workbook(csv_path: str | os.PathLike[str]) -> Path:
+def _escaped(text: str) -> str:
+    """``text`` as a workbook can hold it: the ``_xHHHH_`` escapes of the
+    module's docstring (Excel shows the CSV's characters)."""
+    text = _ESCAPE_LIKE.sub("_x005F_", text)
+    return _NOT_XML.sub(lambda m: f"_x{ord(m.group()):04X}_", text)
+
+
+def _units(text: str) -> int:
+    """Excel's length of ``text``: UTF-16 code units."""
+    return len(text) + sum(ord(c) > 0xFFFF for c in text)
+
+
+def _fitted(text: str) -> tuple[str, bool]:
+    """``text`` escaped, and cut with :data:`CUT_MARKER` when longer than
+    :data:`MAX_CELL_CHARS`; True when cut."""
+    out = _escaped(text)
+    if _units(out) <= MAX_CELL_CHARS:
+        return out, False
+    room = MAX_CELL_CHARS - _units(CUT_MARKER.format(n=len(text)))
+    # The longest prefix that fits once escaped (the escaped length grows
+    # with the prefix; the marker begins with a space, so it completes no
+    # escape).
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _units(_escaped(text[:mid])) <= room else (lo, mid - 1)
+    head = _escaped(text[:lo])
+    return head + CUT_MARKER.format(n=len(text)), True
+
+
+def write_workbook(csv_path: str | os.PathLike[str], notes: list[str] | None = None) -> Path:
     """Writes the workbook of one compare CSV next to it and returns its
     path. Raises :class:`OpenpyxlMissing` without openpyxl, ``OSError`` when
     the CSV cannot be read or the workbook written (the file is written
-    atomically: a partial workbook is never left)."""
+    atomically: a partial workbook is never left). Each cell cut to
+    Excel's 32,767 characters adds a line to ``notes`` (when given)."""
     require_openpyxl()
     from openpyxl import Workbook
     from openpyxl.cell.cell import TYPE_STRING
@@ -93,16 +146,24 @@ def write_workbook(csv_path: str | os.PathLike[str]) -> Path:
     book = Workbook(write_only=True)
     with src.open(newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
-        header = next(reader, [])
+        cut: list[str] = []
+        header = [_fitted(v)[0] for v in next(reader, [])]
         sheet, rows, n = None, 0, 0
-        for record in reader:
+        for line, record in enumerate(reader, start=2):
             if sheet is None or rows >= MAX_SHEET_ROWS:
                 n += 1
                 sheet = book.create_sheet("result" if n == 1 else f"result_{n}")
                 sheet.append(header)
                 rows = 1
-            sheet.append([_text_cell(sheet, v, TYPE_STRING) if isinstance(v, str) else v
-                          for v in map(_cell, record)])
+            cells: list[object] = []
+            for column, v in enumerate(map(_cell, record)):
+                if isinstance(v, str):
+                    v, was_cut = _fitted(v)
+                    if was_cut:
+                        cut.append(f"row {line}, column {header[column] if column < len(header) else column + 1}")
+                    v = _text_cell(sheet, v, TYPE_STRING)
+                cells.append(v)
+            sheet.append(cells)
             rows += 1
         if sheet is None:  # no rows: the header alone
             book.create_sheet("result").append(header)
@@ -117,6 +178,10 @@ def write_workbook(csv_path: str | os.PathLike[str]) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if cut and notes is not None:
+        shown = "; ".join(cut[:5]) + (f"; ... ({len(cut)} cells in all)" if len(cut) > 5 else "")
+        notes.append(f"{out}: {len(cut)} cell(s) longer than Excel's {MAX_CELL_CHARS} characters were cut and end in "
+                     f"'{CUT_MARKER.format(n='N').strip()}' ({shown}); the CSV {src} holds them whole")
     return out
 
 
@@ -132,17 +197,17 @@ def _text_cell(sheet: object, text: str, string_type: str) -> object:
     return cell
 
 
-def write_workbooks(run: object) -> dict[Path, Path | str]:
+def write_workbooks(run: object, notes: list[str] | None = None) -> dict[Path, Path | str]:
     """The workbook of every CSV a compare wrote (``run``: its
     :class:`~graphprobe.compare.outcome.CompareRun`): CSV path -> workbook
     path, or the error that stopped it (one pair's failure does not stop the
-    others)."""
+    others). Warnings (cut cells) go to ``notes``."""
     out: dict[Path, Path | str] = {}
     for o in getattr(run, "outcomes", ()):
         if o.csv_path is None:
             continue
         try:
-            out[o.csv_path] = write_workbook(o.csv_path)
-        except (OSError, ValueError, csv.Error) as e:
-            out[o.csv_path] = f"{o.pair.label}: cannot write {workbook_path(o.csv_path)}: {e}"
+            out[o.csv_path] = write_workbook(o.csv_path, notes)
+        except Exception as e:  # noqa: BLE001  one pair's workbook (openpyxl's own errors too) never stops the others
+            out[o.csv_path] = f"{o.pair.label}: cannot write {workbook_path(o.csv_path)}: {type(e).__name__}: {e}"
     return out
