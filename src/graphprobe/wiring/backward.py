@@ -85,18 +85,30 @@ class GradProbe(torch.autograd.Function):
     for it — in eager autograd and in AOTAutograd's traced backward alike
     (a node shared by several outputs would be run with zeros made up for
     the missing one, and AOTAutograd even runs a probe of such a constant
-    while tracing)."""
+    while tracing).
+
+    Written in the functorch style (``setup_context``, a generated vmap
+    rule; eager code applies :class:`_EagerGradProbe`, which adds a ``jvp``)
+    so that the probes never break ``torch.func.grad``, ``vmap``,
+    ``jacrev``/``jacfwd`` or forward-mode AD on a wired model: the identity
+    passes a tangent through unchanged. Inside ``vmap`` the record op sees
+    one example of a batched gradient and records nothing
+    (docs/limitations.md)."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, site: int, index: int) -> torch.Tensor:  # type: ignore[override]
-        ctx.site = site
-        ctx.index = index
+    def forward(x: torch.Tensor, site: int, index: int) -> torch.Tensor:  # type: ignore[override]
         if torch.compiler.is_compiling():
             # Traced: an output aliasing its input would forbid in-place
             # updates of it by the model (dynamo refuses them on a view made
             # by a custom Function). A copy keeps the values bit for bit.
             return x.clone()
         return x  # eager: returned as-is (autograd makes a view; see _allow_in_place)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        _, ctx.site, ctx.index = inputs
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
@@ -108,6 +120,20 @@ class GradProbe(torch.autograd.Function):
         else:
             _record_eager(grad, ctx.site, ctx.index)
         return grad, None, None
+
+
+class _EagerGradProbe(GradProbe):
+    """:class:`GradProbe` with a ``jvp``, applied in eager code: dynamo
+    refuses to trace a Function that defines one, and forward-mode AD through
+    compiled code is not traced either."""
+
+    @staticmethod
+    def jvp(ctx: Any, x_tangent: torch.Tensor, site_tangent: Any, index_tangent: Any) -> torch.Tensor:
+        # Forward-mode AD (torch.autograd.forward_ad, jvp, jacfwd): the
+        # tangent of an identity is the input's tangent; nothing to record.
+        # A view, as the forward returns its input as-is: autograd requires
+        # the tangent of such an output to be a view too.
+        return x_tangent.view_as(x_tangent)
 
 
 def _record_eager(grad: torch.Tensor, site: int, index: int) -> None:
@@ -167,7 +193,8 @@ def _backward_program() -> int:
 
 
 def _apply(site: int, tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    outs = tuple(GradProbe.apply(t, site, i) for i, t in enumerate(tensors))
+    probe_fn = GradProbe if torch.compiler.is_compiling() else _EagerGradProbe
+    outs = tuple(probe_fn.apply(t, site, i) for i, t in enumerate(tensors))
     if not torch.compiler.is_compiling():
         _allow_in_place(outs)
     return outs

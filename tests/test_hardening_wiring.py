@@ -1,0 +1,79 @@
+"""Issue 36: probes must not break the user's program (functorch transforms,
+output containers, custom_api targets, repeated backward passes).
+
+References are independent of graphprobe: the same computation on an
+unwired copy of the model, in float64.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from typing import Any
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+import torch.nn as nn
+from torch.func import functional_call, grad, jacrev, vmap
+from torch.utils._pytree import tree_leaves
+
+from graphprobe import AclGraphDumper
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 8)
+        self.act = nn.Tanh()
+        self.b = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.act(self.a(x)))
+
+
+def _start(write_config, model: nn.Module, **fields: Any) -> AclGraphDumper:
+    dumper = AclGraphDumper(write_config(**fields))
+    dumper.start(model)
+    return dumper
+
+
+def _transforms(model: nn.Module, x: torch.Tensor, tangent: torch.Tensor) -> dict[str, Any]:
+    """Gradient, per-sample gradients, Jacobian and a forward-mode tangent
+    of ``model`` at ``x``, by torch.func and torch.autograd.forward_ad."""
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p: dict[str, torch.Tensor], xb: torch.Tensor) -> torch.Tensor:
+        return functional_call(model, p, (xb,)).pow(2).sum()
+
+    out: dict[str, Any] = {
+        "grad": grad(loss)(params, x),
+        "vmap(grad)": vmap(grad(loss), in_dims=(None, 0))(params, x.unsqueeze(1)),
+        "jacrev": jacrev(model)(x),
+    }
+    with fwAD.dual_level():
+        out["forward_ad"] = fwAD.unpack_dual(model(fwAD.make_dual(x, tangent))).tangent
+    return out
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_functorch_transforms_and_forward_ad_on_a_wired_model_equal_the_unwired(write_config, level):
+    # Before: the gradient probe had no setup_context / jvp, so each raised.
+    torch.manual_seed(0)
+    model = Net().double()
+    reference = copy.deepcopy(model)
+    x = torch.randn(5, 4, dtype=torch.float64)
+    tangent = torch.randn_like(x)
+    expected = _transforms(reference, x, tangent)
+    dumper = _start(write_config, model, level=level)  # data_mode: the default, all
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="graphprobe")
+            got = _transforms(model, x, tangent)
+    finally:
+        dumper.step()
+        dumper.stop()
+    for name in expected:
+        for g, e in zip(tree_leaves(got[name]), tree_leaves(expected[name]), strict=True):
+            assert torch.equal(g, e), name
