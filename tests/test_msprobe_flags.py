@@ -173,7 +173,7 @@ def test_pyproject_offers_the_xlsx_extra() -> None:
 def test_a_workbook_that_cannot_be_written_is_an_error_not_a_silence(tmp_path: Path, capsys, monkeypatch) -> None:
     import graphprobe.compare.workbook as wb
 
-    def full_disk(csv_path):
+    def full_disk(csv_path, notes=None):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(wb, "write_workbook", full_disk)

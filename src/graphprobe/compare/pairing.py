@@ -10,7 +10,11 @@ Each side may be
 
 Two dump roots are paired step by step (by number). Otherwise each side must
 come down to a single step (a root with one step is that step). Within a step
-pair, ``rank{R}`` folders are paired by R.
+pair, ``rank{R}`` folders are paired by R only: a step whose one rank folder
+is ``rank0`` on one side and ``rank3`` on the other has no pair (both are
+listed without a partner; when nothing at all pairs, :class:`PairingError`
+says so). Two process folders (or dump.json files) passed as TARGET and
+BENCH are the pair the user chose, whatever their ranks.
 
 Single-process dumps are ``pid{P}`` folders (``proc{P}`` from msprobe's eager
 dumper), named after the process id, which differs between two runs and says
@@ -122,6 +126,7 @@ class Pairing:
     unpaired: list[Unpaired] = field(default_factory=list)
     by_step: bool = False  # two roots: results go to per-step folders
     ambiguous: list[str] = field(default_factory=list)  # steps whose pid folders "single" refuses to pair
+    other_ranks: list[str] = field(default_factory=list)  # steps whose one rank folder per side differ in rank
     example: tuple[Path, Path] = (Path("TARGET/step0/pidP"), Path("BENCH/step0/pidQ"))  # for the refusal
 
 
@@ -267,7 +272,10 @@ def _written(p: _Proc) -> str:
         return f"{p.name} (no {DUMP_FILE})"
 
 
-def _pair_procs(step: int | None, target: list[_Proc], bench: list[_Proc], out: Pairing, pid_pairing: str) -> None:
+def _pair_procs(step: int | None, target: list[_Proc], bench: list[_Proc], out: Pairing, pid_pairing: str,
+                chosen: bool = False) -> None:
+    """``chosen``: TARGET and BENCH are the two process folders (or files)
+    themselves, paired as given."""
     prefix = f"step{step}/" if step is not None else ""
 
     def add(t: _Proc, b: _Proc, kind: str, number: str) -> None:
@@ -288,7 +296,12 @@ def _pair_procs(step: int | None, target: list[_Proc], bench: list[_Proc], out: 
         else:
             add(t, b, named.kind, str(named.number))
 
-    if len(target) == 1 and len(bench) == 1:
+    one_rank_each = (len(target) == 1 and len(bench) == 1 and target[0].kind == bench[0].kind == "rank"
+                     and target[0].number != bench[0].number)
+    if one_rank_each and not chosen:
+        out.other_ranks.append(f"{prefix.rstrip('/') or 'the step'}: TARGET holds only {target[0].name}, BENCH only "
+                               f"{bench[0].name}")
+    if len(target) == 1 and len(bench) == 1 and not (one_rank_each and not chosen):
         add_one(target[0], bench[0])
         return
     t_ranks = {p.number: p for p in target if p.kind == "rank"}
@@ -363,6 +376,20 @@ def _refuse_ambiguous(out: Pairing) -> None:
     )
 
 
+def _refuse_other_ranks(out: Pairing, target: Path, bench: Path) -> None:
+    """Raises when nothing pairs because each side's one rank folder is
+    another rank: comparing them would judge two ranks' data as one."""
+    if out.pairs or not out.other_ranks:
+        return
+    t = next(u.path for u in out.unpaired if u.side == "target")
+    b = next(u.path for u in out.unpaired if u.side == "bench")
+    raise PairingError(
+        "nothing to compare: rank folders are paired by rank number, and " + "; ".join(out.other_ranks[:5]) +
+        f" (TARGET {target}, BENCH {bench}). Different ranks hold different data (their shard, their part of "
+        "the batch), so they are not compared as a pair unless you ask: to compare these two anyway, pass the two "
+        f"rank folders themselves: graphprobe compare {t} {b}")
+
+
 def pair_paths(target: str | os.PathLike[str], bench: str | os.PathLike[str], pid_pairing: str = "single") -> Pairing:
     """Finds the dump.json pairs to compare. ``pid_pairing``: how several
     pid folders in one step are paired (:data:`PID_PAIRINGS`, see the
@@ -384,8 +411,11 @@ def pair_paths(target: str | os.PathLike[str], bench: str | os.PathLike[str], pi
                 side, root = ("target", t_path) if n in t_steps else ("bench", b_path)
                 out.unpaired.append(Unpaired(side, f"step{n}", root / f"step{n}"))
         _refuse_ambiguous(out)
+        _refuse_other_ranks(out, t_path, b_path)
         return out
+    chosen = t_kind in ("file", "process") and b_kind in ("file", "process")
     _pair_procs(None, _single_step("TARGET", t_path, t_steps), _single_step("BENCH", b_path, b_steps), out,
-                pid_pairing)
+                pid_pairing, chosen)
     _refuse_ambiguous(out)
+    _refuse_other_ranks(out, t_path, b_path)
     return out

@@ -208,6 +208,6 @@ def write_workbooks(run: object, notes: list[str] | None = None) -> dict[Path, P
             continue
         try:
             out[o.csv_path] = write_workbook(o.csv_path, notes)
-        except Exception as e:  # noqa: BLE001  one pair's workbook (openpyxl's own errors too) never stops the others
-            out[o.csv_path] = f"{o.pair.label}: cannot write {workbook_path(o.csv_path)}: {type(e).__name__}: {e}"
+        except (OSError, ValueError, csv.Error) as e:
+            out[o.csv_path] = f"{o.pair.label}: cannot write {workbook_path(o.csv_path)}: {e}"
     return out
