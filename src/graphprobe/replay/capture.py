@@ -49,6 +49,7 @@ _LIB = torch.library.Library("graphprobe_replay", "DEF")
 _LIB.define("keep(Tensor[] tensors, int site, int part) -> ()", tags=(torch.Tag.nondeterministic_seeded,))
 
 PART_OPEN, PART_CLOSE = 0, 1
+_MAX_OPEN = 4096  # open calls remembered per thread
 _EMPTY = torch.empty(0)  # stands for a buffer or parameter set to None after start()
 
 # A spec leaf: ("T", k) the k-th kept tensor; ("V", value) a number, string,
@@ -101,6 +102,10 @@ class _Store:
     recording: bool = True  # the dumper's live switch (enable(), dump_enable)
     # Per (site, part, thread): the calls of this step still missing that part, oldest first.
     missing: dict[tuple[int, int, int], collections.deque[Call]] = field(default_factory=dict)
+    # Per thread: (path, site) of the calls whose open hook ran and whose close hook has not, innermost last.
+    # The close takes its site from here, not from its own view of the arguments: a forward may change its
+    # arguments (append to a list it was given), and the call would then be split over two sites.
+    opens: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def site(self, key: tuple[Any, ...], make: Any) -> int:
@@ -112,6 +117,26 @@ class _Store:
                 self.sites.append(make())
                 self.keys[key] = found
             return found
+
+    def opened(self, path: str, site: int) -> None:
+        """Notes that a call of ``path`` at ``site`` opened in this thread."""
+        with self.lock:
+            stack = self.opens.setdefault(threading.get_ident(), [])
+            stack.append((path, site))
+            if len(stack) > _MAX_OPEN:  # opens without a close (forwards that raised): the oldest go
+                del stack[: len(stack) - _MAX_OPEN]
+
+    def closing(self, path: str) -> int | None:
+        """The site of this thread's innermost open call of ``path`` (which
+        this close ends), or None when none is open."""
+        with self.lock:
+            stack = self.opens.get(threading.get_ident(), [])
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i][0] == path:
+                    site = stack[i][1]
+                    del stack[i:]  # calls opened inside this one and never closed raised
+                    return site
+            return None
 
     def keep(self, tensors: list[torch.Tensor], site: int, part: int, eager: bool = False) -> None:
         """Keeps one part of a call (the op's work): copies within the budget,
@@ -183,6 +208,7 @@ class _Store:
         with self.lock:
             calls, self.calls = self.calls, []
             self.missing = {}
+            self.opens = {}
             kept = [c for site_calls in self.captured.values() for c in site_calls]
             calls.extend(kept)
             self.used = sum(c.nbytes for c in kept)
@@ -193,6 +219,7 @@ class _Store:
         with self.lock:
             self.calls = []
             self.missing = {}
+            self.opens = {}
             self.captured = {}
             self.used = 0
 
@@ -295,6 +322,22 @@ def _site_of(path: str, cls: str, args: Spec, kwargs: Spec, inputs: int, buffers
     """The site of a call of this structure; executed, not traced (its
     result is a constant of the compiled graph)."""
     key = (path, cls, args, kwargs, inputs, buffers, params)
+    site = STORE.site(key, lambda: Site(path, cls, args, kwargs, inputs, buffers, params))
+    STORE.opened(path, site)
+    return site
+
+
+@torch._dynamo.assume_constant_result
+def _close_site_of(path: str, cls: str, args: Spec, kwargs: Spec, inputs: int, buffers: tuple[str, ...],
+                   params: tuple[str, ...]) -> int:
+    """The site of the call this close ends: the one its open found (the
+    arguments may have changed in the forward); the close's own view of the
+    call when no open of ``path`` is known (a graph traced again from the
+    middle of a forward)."""
+    site = STORE.closing(path)
+    if site is not None:
+        return site
+    key = (path, cls, args, kwargs, inputs, buffers, params)
     return STORE.site(key, lambda: Site(path, cls, args, kwargs, inputs, buffers, params))
 
 
@@ -353,13 +396,14 @@ def _gather(module: torch.nn.Module, names: tuple[str, ...], kind: str) -> list[
 
 
 def _call_parts(module: torch.nn.Module, path: str, cls: str, args: Any, kwargs: Any, buffers: tuple[str, ...],
-                params: tuple[str, ...]) -> tuple[int, list[torch.Tensor]]:
+                params: tuple[str, ...], close: bool = False) -> tuple[int, list[torch.Tensor]]:
     if torch.compiler.is_compiling():
         args, kwargs = concrete_numbers(args), concrete_numbers(kwargs)
     tensors: list[torch.Tensor] = []
     spec_args = _describe(tuple(args), 0, tensors)
     spec_kwargs = _describe(dict(kwargs), 0, tensors)
-    site = _site_of(path, cls, spec_args, spec_kwargs, len(tensors), buffers, params)
+    find = _close_site_of if close else _site_of
+    site = find(path, cls, spec_args, spec_kwargs, len(tensors), buffers, params)
     return site, tensors
 
 
@@ -385,7 +429,7 @@ def _open_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str,
 def _close_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str, ...]) -> Any:
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         if torch.compiler.is_compiling():
-            site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params)
+            site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params, close=True)
             outs: list[torch.Tensor] = []
             _describe(output, 0, outs)
             keep_op(outs, site, PART_CLOSE)
@@ -393,7 +437,7 @@ def _close_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str
         if in_recomputation():
             return
         try:
-            site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params)
+            site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params, close=True)
             outs = []
             _describe(output, 0, outs)
             _keep_impl(outs, site, PART_CLOSE, eager=True)

@@ -2,9 +2,10 @@
 
 ``"replay": true`` replays every module the level wires (L0, mix);
 ``"replay": {"list": ["mlp", "layers.0.attn"], "memory_mb": 1024,
-"save_inputs": false}`` narrows the modules, bounds the memory and saves
-every judged call's inputs (by default only those of calls judged
-"creates"). Absent or ``false``: off.
+"save_inputs": false, "user_hooks": false}`` narrows the modules, bounds the
+memory, saves every judged call's inputs (by default only those of calls
+judged "creates") and runs the user's forward hooks in the replays (by
+default they are off there). Absent or ``false``: off.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_MEMORY_MB", "REPLAY_KEYS", "ReplayConfig", "parse_replay"]
 
-REPLAY_KEYS = ("list", "memory_mb", "save_inputs")
+REPLAY_KEYS = ("list", "memory_mb", "save_inputs", "user_hooks")
 #: Default budget for the kept tensors of one step and the module copies.
 DEFAULT_MEMORY_MB = 1024
 _MAX_MEMORY_MB = 1 << 30
@@ -29,11 +30,15 @@ class ReplayConfig:
     as ``layers.0.mlp`` selects that module and its submodules; empty: every
     submodule. ``memory_mb``: the budget. ``save_inputs``: save the
     inputs of every judged call, not only of those judged "creates".
+    ``user_hooks``: run the user's forward hooks and pre-hooks (the module's
+    own and the global ones) in the replays; off, they see only the calls of
+    the user's program.
     """
 
     modules: tuple[str, ...] = ()
     memory_mb: int = DEFAULT_MEMORY_MB
     save_inputs: bool = False
+    user_hooks: bool = False
 
     def selects(self, path: str, cls: str) -> bool:
         """Whether the module at ``path`` (of class ``cls``) is replayed."""
@@ -85,4 +90,7 @@ def parse_replay(value: Any, level: str, type_error: type[Exception],
     save = section.get("save_inputs", False)
     if not isinstance(save, bool):
         raise _error(type_error, "replay.save_inputs", save, "true or false")
-    return ReplayConfig(modules=tuple(names), memory_mb=memory, save_inputs=save)
+    hooks = section.get("user_hooks", False)
+    if not isinstance(hooks, bool):
+        raise _error(type_error, "replay.user_hooks", hooks, "true or false")
+    return ReplayConfig(modules=tuple(names), memory_mb=memory, save_inputs=save, user_hooks=hooks)

@@ -25,8 +25,10 @@ module creates when one of its floating outputs does.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import hashlib
 import itertools
 import json
 import math
@@ -134,6 +136,9 @@ def _rebuild(spec: Spec, tensors: list[torch.Tensor]) -> Any:
 def _unreplayable(spec: Spec, place: str) -> str | None:
     """The first value of a call's structure that replay cannot rebuild."""
     kind = spec[0]
+    if kind == "X" and spec[1] == "Generator":
+        return (f"{place} is a torch.Generator: the forward may draw random numbers from it, which a replay "
+                "cannot reproduce")
     if kind == "X":
         return f"{place} is a {spec[1]}"
     if kind in ("tuple", "list"):
@@ -162,26 +167,155 @@ def _flat_tensors(value: Any, out: list[torch.Tensor], depth: int = 0) -> list[t
     return out
 
 
-def _strip_graphprobe_hooks(module: torch.nn.Module) -> None:
-    """Removes the hooks graphprobe added (L0 probes, replay) from a copy;
-    the user's own hooks stay: they are part of the module's forward."""
+def _hook_owner(fn: Any) -> str:
+    """The Python module that defined a hook (its class's, for a callable object)."""
+    owner = getattr(fn, "__module__", None)
+    return owner if isinstance(owner, str) else type(fn).__module__
+
+
+def _torchs_hook(fn: Any) -> bool:
+    """A hook torch itself installs as part of a module's computation
+    (pruning's and weight_norm's pre-hooks, FSDP's), which replay keeps."""
+    return _hook_owner(fn).startswith("torch.")
+
+
+def _strip_hooks(module: torch.nn.Module, user_hooks: bool) -> None:
+    """Removes from a copy the forward hooks graphprobe added (L0 probes,
+    replay) and, unless ``user_hooks``, the user's own: they would see
+    calls the user's program never made (twice per kept call, once with
+    float64 tensors). torch's own hooks stay."""
     for m in module.modules():
         for table, extra in ((m._forward_pre_hooks, m._forward_pre_hooks_with_kwargs),
                              (m._forward_hooks, m._forward_hooks_with_kwargs)):
-            for key in [k for k, fn in table.items() if getattr(fn, "__module__", "").startswith("graphprobe.")]:
+            for key in [k for k, fn in table.items() if _hook_owner(fn).startswith("graphprobe.")
+                        or not (user_hooks or _torchs_hook(fn))]:
                 del table[key]
                 extra.pop(key, None)
                 m._forward_hooks_always_called.pop(key, None)
         m._compiled_call_impl = None  # Module.compile(): replay runs the eager forward
 
 
+_GLOBAL_HOOK_TABLES = ("_global_forward_pre_hooks", "_global_forward_hooks")
+
+
+@contextlib.contextmanager
+def _global_hooks_off(off: bool) -> Any:
+    """While replaying, the user's global forward hooks
+    (``register_module_forward_hook`` and pre-hook) are taken out of torch's
+    tables, and put back in their order after; torch's own stay."""
+    if not off:
+        yield
+        return
+    from torch.nn.modules import module as nn_module
+
+    saved: list[tuple[Any, list[tuple[int, Any]]]] = []
+    try:
+        for name in _GLOBAL_HOOK_TABLES:
+            table = getattr(nn_module, name, None)
+            if not table:
+                continue
+            items = list(table.items())
+            saved.append((table, items))
+            for key, fn in items:
+                if not _torchs_hook(fn):
+                    del table[key]
+        yield
+    finally:
+        for table, items in saved:
+            table.clear()
+            table.update(items)
+
+
+_WALK_DEPTH = 4
+_MODULE_TABLES = frozenset({"_parameters", "_buffers", "_modules"})
+
+
+def _held(module: torch.nn.Module) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Generator]]]:
+    """The tensors and generators the module's tree holds outside its
+    parameters and buffers, each with where (dotted, relative to
+    ``module``): plain attributes, and what lists, tuples, dicts and plain
+    objects in them hold, a few levels deep. ``copy.deepcopy`` copies them
+    with the module."""
+    tensors: list[tuple[str, torch.Tensor]] = []
+    generators: list[tuple[str, torch.Generator]] = []
+    seen: set[int] = set()
+
+    def walk(value: Any, where: str, depth: int) -> None:
+        if id(value) in seen:
+            return
+        if isinstance(value, torch.Tensor):
+            seen.add(id(value))
+            tensors.append((where, value))
+            return
+        if isinstance(value, torch.Generator):
+            seen.add(id(value))
+            generators.append((where, value))
+            return
+        if depth >= _WALK_DEPTH or value is None or isinstance(value, (str, bytes, int, float, bool, type,
+                                                                       torch.nn.Module)) or callable(value):
+            return
+        seen.add(id(value))
+        if isinstance(value, (list, tuple, set, frozenset)):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]", depth + 1)
+        elif isinstance(value, dict):
+            for key, item in list(value.items()):
+                walk(item, f"{where}[{key!r}]", depth + 1)
+        else:
+            attrs = getattr(value, "__dict__", None)
+            if isinstance(attrs, dict):
+                for key, item in list(attrs.items()):
+                    walk(item, f"{where}.{key}", depth + 1)
+
+    for name, sub in module.named_modules():
+        for key, value in vars(sub).items():
+            if key in _MODULE_TABLES or "hooks" in key:
+                continue
+            walk(value, f"{name}.{key}" if name else key, 0)
+    return tensors, generators
+
+
+def _generator_states(module: torch.nn.Module) -> list[tuple[str, torch.Generator, torch.Tensor]]:
+    return [(where, g, g.get_state()) for where, g in _held(module)[1]]
+
+
+def _generators_restore(states: list[tuple[str, torch.Generator, torch.Tensor]]) -> str | None:
+    """Puts the generators back; where the first one the replay drew from is held, or None."""
+    drew = None
+    for where, g, state in states:
+        if drew is None and not torch.equal(g.get_state(), state):
+            drew = where
+        g.set_state(state)
+    return drew
+
+
 def _copy_bytes(module: torch.nn.Module) -> int:
-    """Bytes of the two copies of ``module``: its own dtypes, and float64."""
+    """Bytes of the two copies of ``module``: its own dtypes, and float64.
+    Tensors held in plain attributes are copied too (deepcopy), at their own
+    dtype in both copies (``Module.to`` converts parameters and buffers only)."""
     total = 0
+    counted: set[int] = set()
     for t in itertools.chain(module.parameters(), module.buffers()):
         size = t.element_size()
         total += t.numel() * (size + (8 if (t.is_floating_point() or t.is_complex()) else size))
+        counted.add(_storage_key(t))
+    for _where, t in _held(module)[0]:
+        key = _storage_key(t)
+        if key in counted:  # a view of a parameter or buffer, or of a tensor already counted: copied once
+            continue
+        counted.add(key)
+        try:
+            total += 2 * t.untyped_storage().nbytes()
+        except Exception:  # no storage (a tensor subclass): its elements
+            total += 2 * t.numel() * t.element_size()
     return total
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr() or id(t)
+    except Exception:
+        return id(t)
 
 
 def _to64(value: Any) -> Any:
@@ -340,9 +474,9 @@ class _Copies:
     sets the buffers of its whole module from its own snapshot first, so a
     call of a submodule cannot leave state behind for its parent's calls."""
 
-    def __init__(self, module: torch.nn.Module) -> None:
+    def __init__(self, module: torch.nn.Module, user_hooks: bool) -> None:
         self.native = copy.deepcopy(module)
-        _strip_graphprobe_hooks(self.native)
+        _strip_hooks(self.native, user_hooks)
         self._f64: torch.nn.Module | None = None
 
     def f64(self) -> torch.nn.Module:
@@ -443,14 +577,27 @@ def _cpu_tree(value: Any) -> Any:
     return value
 
 
-def _file_name(entry: str) -> str:
-    """``{entry}.pt``; path separators and control characters (a module
-    path from a ModuleDict key may hold them) become ``_``, and a name over
-    200 bytes is cut."""
+_NAME_BYTES = 200
+
+
+def _file_name(entry: str, taken: set[str]) -> str:
+    """``{entry}.pt``, unique among ``taken`` (which it joins). Path
+    separators and control characters (a module path from a ModuleDict key
+    may hold them) become ``_``, a leading ``.`` too; a name so changed, or
+    over 200 bytes, is cut to 183 bytes and ends in ``-`` and 16 hex digits
+    of the SHA-256 of the whole entry, so that two entries never share a file."""
     name = "".join("_" if (c in "/\\" or not c.isprintable()) else c for c in entry)
     if name.startswith("."):
         name = "_" + name[1:]
-    return name.encode()[:200].decode(errors="ignore") + ".pt"
+    if name != entry or len(name.encode()) > _NAME_BYTES:
+        digest = hashlib.sha256(entry.encode("utf-8", "backslashreplace")).hexdigest()[:16]
+        name = name.encode()[: _NAME_BYTES - 17].decode(errors="ignore") + "-" + digest
+    unique, n = name, 1
+    while unique in taken:
+        n += 1
+        unique = f"{name}-{n}"
+    taken.add(unique)
+    return unique + ".pt"
 
 
 class _Judge:
@@ -460,6 +607,7 @@ class _Judge:
         self.wiring = wiring
         self.config = config
         self.step_dir = step_dir
+        self.file_names: set[str] = set()
 
     def run(self, calls: list[Call]) -> list[dict[str, Any]]:
         numbered: list[tuple[Call, Site, int]] = []
@@ -548,7 +696,7 @@ class _Judge:
                     f"replay memory budget ({max(budget_left, 0) / 2**20:.1f} of {STORE.budget / 2**20:.0f} MiB): "
                     "raise replay.memory_mb or narrow replay.list")
         try:
-            return _Copies(module)
+            return _Copies(module, self.config.user_hooks)
         except Exception as exc:
             return f"not judged: module {path} cannot be copied for replay ({type(exc).__name__}: {exc})"
 
@@ -567,29 +715,41 @@ class _Judge:
         args = _rebuild(site.args, inputs)
         kwargs = _rebuild(site.kwargs, inputs)
         rng = _rng_state()
+        own = _generator_states(copies.native)
         written: list[str] = []
+        hooks_off = not self.config.user_hooks
         try:
             _set_buffers(copies.native, site.buffers, call.buffers)
-            eager = _run(copies.native, _clone_tree(args), _clone_tree(kwargs))
+            with _global_hooks_off(hooks_off):
+                eager = _run(copies.native, _clone_tree(args), _clone_tree(kwargs))
             written = _written_buffers(copies.native, site.buffers, call.buffers)
         except Exception as exc:
             _rng_restore(rng)
+            _generators_restore(own)
             record["reason"] = f"not judged: the eager forward raised {type(exc).__name__}: {exc}"
             return
-        if _rng_restore(rng):
-            record["reason"] = ("not judged: the forward draws random numbers (dropout in training mode?), so its "
-                                "output cannot be reproduced; replay it in eval mode or leave it out of replay.list")
+        drew = _generators_restore(own)
+        if _rng_restore(rng) or drew is not None:
+            # The module's own generator was copied with it at step(), in its state then, not at the call.
+            source = f" from the generator {site.path}.{drew}" if drew is not None else ""
+            record["reason"] = (f"not judged: the forward draws random numbers{source} (dropout in training "
+                                "mode?), so its output cannot be reproduced; replay it in eval mode or leave it "
+                                "out of replay.list")
             return
         f64: list[torch.Tensor] | None = None
         f64_failed = ""
+        own64: list[tuple[str, torch.Generator, torch.Tensor]] = []
         try:
             model64 = copies.f64()
+            own64 = _generator_states(model64)
             _set_buffers(model64, site.buffers, call.buffers)
-            f64 = _flat_tensors(_run(model64, _to64(args), _to64(kwargs)), [])
+            with _global_hooks_off(hooks_off):
+                f64 = _flat_tensors(_run(model64, _to64(args), _to64(kwargs)), [])
         except Exception as exc:
             f64_failed = f" (float64 replay raised {type(exc).__name__}: {exc})"
         finally:
             _rng_restore(rng)
+            _generators_restore(own64)
         eager_flat = _flat_tensors(eager, [])
         if len(eager_flat) != len(call.outputs) or (f64 is not None and len(f64) != len(eager_flat)):
             record["reason"] = (f"not judged: the eager forward returned {len(eager_flat)} tensors, the graph-mode "
@@ -606,7 +766,7 @@ class _Judge:
 
     def _save_inputs(self, entry: str, args: Any, kwargs: Any, site: Site, call: Call) -> str | None:
         folder = os.path.join(self.step_dir, "replay_inputs")
-        name = _file_name(entry)
+        name = _file_name(entry, self.file_names)
         payload = {"args": list(_cpu_tree(args)), "kwargs": _cpu_tree(kwargs),
                    "buffers": {n: b.detach().to("cpu").clone() for n, b in zip(site.buffers, call.buffers or [])},
                    "graph_outputs": [t.detach().to("cpu").clone() for t in call.outputs or []]}
