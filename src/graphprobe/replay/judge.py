@@ -19,8 +19,11 @@ floating dtype among the call's inputs and the output.
 
 Verdict of a floating output: **creates** when ``local_error > floor`` and
 ``float64_error > eager_local_error + floor`` (the graph is further from
-float64 than eager mode is, on the same inputs); **inherits** otherwise. A
-module creates when one of its floating outputs does.
+float64 than eager mode is, on the same inputs); **inherits** otherwise. An
+integer or bool output (indices, a routing decision) creates when it differs
+from eager mode on the same inputs and is further from float64 than eager
+mode is (fractions of unequal elements, no floor). A module creates when one
+of its outputs does.
 """
 
 from __future__ import annotations
@@ -512,7 +515,7 @@ def _judge_outputs(graph: list[torch.Tensor], eager: list[torch.Tensor], f64: li
     rows: list[dict[str, Any]] = []
     creates: list[str] = []
     notes: list[str] = []
-    floating = 0
+    judged = 0
     for i, (g, e) in enumerate(zip(graph, eager)):
         row: dict[str, Any] = {"index": i, "dtype": str(g.dtype), "local_error": None, "eager_local_error": None,
                                "float64_error": None, "floor": floor_of(g.dtype)}
@@ -526,8 +529,10 @@ def _judge_outputs(graph: list[torch.Tensor], eager: list[torch.Tensor], f64: li
             row["eager_local_error"] = relative_error(e, f64[i])
             row["float64_error"] = relative_error(g, f64[i])
         if not (g.is_floating_point() or g.is_complex()):
+            judged += 1
+            _judge_exact(i, row, creates, notes)
             continue
-        floating += 1
+        judged += 1
         floor = max(row["floor"], input_floor)
         row["floor"] = floor
         local, eager_err, graph_err = row["local_error"], row["eager_local_error"], row["float64_error"]
@@ -550,8 +555,8 @@ def _judge_outputs(graph: list[torch.Tensor], eager: list[torch.Tensor], f64: li
         return rows, CREATES, "; ".join(creates)
     if notes:
         return rows, NOT_JUDGED, "not judged: " + "; ".join(notes)
-    if not floating:
-        return rows, NOT_JUDGED, "not judged: no floating-point output"
+    if not judged:
+        return rows, NOT_JUDGED, "not judged: no tensor output"
     if any("note" in r for r in rows):
         return rows, INHERITS, ("the graph-mode output differs from eager mode on the same inputs beyond the floor "
                                 "but is no further from float64 than eager mode (a different rounding, not an error "
@@ -559,6 +564,27 @@ def _judge_outputs(graph: list[torch.Tensor], eager: list[torch.Tensor], f64: li
     worst = max((r["local_error"] for r in rows if r["local_error"] is not None), default=0.0)
     return rows, INHERITS, (f"local error {worst:.3g} within the noise floor: the graph-mode output matches eager "
                             "mode on the same inputs")
+
+
+def _judge_exact(i: int, row: dict[str, Any], creates: list[str], notes: list[str]) -> None:
+    """An integer or bool output (indices, a routing decision): its errors are
+    fractions of unequal elements and there is no floor. It creates when it
+    differs from eager mode on the same inputs and is further from the
+    float64 replay than eager mode is; when eager mode differs from float64
+    as much (a near tie that rounding decides), it is a different rounding."""
+    local, eager_err, graph_err = row["local_error"], row["eager_local_error"], row["float64_error"]
+    row["floor"] = 0.0
+    if not local:
+        return
+    if eager_err is None or graph_err is None:
+        notes.append(f"output {i}: integer output differs from eager mode on the same inputs in a fraction "
+                     f"{local:.3g} of its elements, and the float64 replay did not run")
+    elif graph_err > eager_err:
+        creates.append(f"output {i}: integer output differs from eager mode on the same inputs in a fraction "
+                       f"{local:.3g} of its elements; graph vs float64 {graph_err:.3g} > eager vs float64 "
+                       f"{eager_err:.3g}")
+    else:
+        row["note"] = "graph differs from eager but is no further from float64: a different rounding at a tie"
 
 
 def _input_floor(tensors: list[torch.Tensor]) -> float:

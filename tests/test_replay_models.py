@@ -1,0 +1,94 @@
+"""Replay on the calls users' models really make (issue #37): integer
+outputs (a router's expert choice), weights changed by an optimizer before
+``dumper.step()``, transformers' KV cache objects.
+
+References are independent of the tool: each fault's place and kind are
+known (a graph-only branch on ``torch.compiler.is_compiling()``), the
+router's choice is set by hand-picked logits, and eager runs (no fault at
+all) must give local errors of exactly 0.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from graphprobe import AclGraphDumper
+
+
+def _replay_file(dump_path: str, step: int = 0) -> dict[str, Any]:
+    found = glob.glob(os.path.join(dump_path, f"step{step}", "*", "replay.json"))
+    assert len(found) == 1, f"expected one replay.json for step {step}, found {found}"
+    with open(found[0]) as f:
+        return json.load(f)
+
+
+def _by_module(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["module"]: m for m in doc["modules"] if m["entry"].endswith(".forward.0")}
+
+
+# ---------------------------------------------------------------- (b) integer outputs
+
+
+class Router(nn.Module):
+    """Top-1 expert choice over the logits it is given; in graph mode only,
+    expert 1's logit gains 3e-6, which flips token 0 (a near tie) to expert
+    1 while the returned weight moves by ~3e-6, far within float32's floor."""
+
+    def forward(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if torch.compiler.is_compiling():
+            logits = logits + torch.tensor([0.0, 3e-6, 0.0])
+        weight, index = torch.topk(logits, k=1, dim=-1)
+        return weight, index
+
+
+class TinyMoE(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = Router()
+        self.experts = nn.ModuleList(nn.Linear(3, 3) for _ in range(3))
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        weight, index = self.router(logits)
+        rows = [self.experts[int(e)](logits[t]) * weight[t] for t, e in enumerate(index[:, 0].tolist())]
+        return torch.stack(rows)
+
+
+def _logits() -> torch.Tensor:
+    # Token 0: experts 0 and 1 nearly tied (1.0 vs 0.999999, 17 float32 ulps apart); token 1: expert 2 clear.
+    return torch.tensor([[1.0, 0.999999, 0.5], [0.1, 0.2, 0.9]])
+
+
+@pytest.mark.parametrize("backend, creates", [(None, False), ("aot_eager", True)])
+def test_a_routing_flip_names_the_router(write_config, tmp_path, backend, creates) -> None:
+    torch.manual_seed(0)
+    model = TinyMoE()
+    dumper = AclGraphDumper(write_config(replay=True))
+    dumper.start(model)
+    # The routing decision leaves the graph (.tolist()): compile the router, as a model would compile its blocks.
+    if backend is not None:
+        model.router.compile(backend=backend, fullgraph=True)
+    with torch.no_grad():
+        model(_logits())
+    dumper.step()
+    dumper.stop()
+    mods = _by_module(_replay_file(str(tmp_path / "dump")))
+    router = mods["router"]
+    if not creates:  # eager mode: no fault, the integer output equals eager's exactly
+        assert router["verdict"] == "inherits", router
+        assert router["outputs"][1]["local_error"] == 0.0
+        return
+    assert router["verdict"] == "creates", router
+    weight, index = router["outputs"]
+    assert weight["local_error"] < weight["floor"]  # the floats agree: only the choice differs
+    assert index["dtype"] == "torch.int64" and index["local_error"] == 0.5  # one token of two
+    assert index["eager_local_error"] == 0.0 and index["float64_error"] == 0.5
+    assert "integer output differs" in router["reason"]
+    for path in ("experts.1", "experts.2"):  # graph mode sent token 0 to expert 1, token 1 to expert 2
+        assert mods[path]["verdict"] == "inherits", mods[path]
