@@ -77,3 +77,82 @@ def test_functorch_transforms_and_forward_ad_on_a_wired_model_equal_the_unwired(
     for name in expected:
         for g, e in zip(tree_leaves(got[name]), tree_leaves(expected[name]), strict=True):
             assert torch.equal(g, e), name
+
+
+class Pair(tuple):
+    """A tuple whose constructor takes its fields as arguments."""
+
+    def __new__(cls, a: torch.Tensor, b: torch.Tensor) -> Pair:
+        return super().__new__(cls, (a, b))
+
+
+class Frozen(dict):
+    """A dict that refuses item assignment."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("Frozen is read-only")
+
+
+class ReturnsPair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> Pair:
+        y = self.lin(x)
+        return Pair(y, y * 2)
+
+
+class ReturnsFrozen(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> Frozen:
+        y = self.lin(x)
+        return Frozen(a=y, b=[y + 1])
+
+
+class ContainerNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair = ReturnsPair()
+        self.frozen = ReturnsFrozen()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.pair(x)
+        d = self.frozen(a * b)
+        return d["a"] + d["b"][0]
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_outputs_that_cannot_be_rebuilt_are_left_unprobed_with_one_warning(write_config, read_step, tmp_path, backend):
+    # Before: rebuilding the output with probed tensors raised TypeError in the forward.
+    torch.manual_seed(0)
+    model = ContainerNet().double()
+    reference = copy.deepcopy(model)
+    x = torch.randn(3, 4, dtype=torch.float64)
+    dumper = _start(write_config, model, level="L0")
+    run = model if backend is None else torch.compile(model, backend=backend)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                model.zero_grad()
+                out = run(x)
+                out.sum().backward()
+    finally:
+        dumper.step()
+        dumper.stop()
+    expected = reference(x)
+    expected.sum().backward()
+    assert torch.equal(out, expected)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad), name
+    texts = [str(w.message) for w in caught if "cannot be rebuilt" in str(w.message)]
+    assert len([t for t in texts if "Module.pair.ReturnsPair" in t and "Pair" in t]) == 1, texts
+    assert len([t for t in texts if "Module.frozen.ReturnsFrozen" in t and "Frozen" in t]) == 1, texts
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    # The inner Linear layers are still probed, their gradients recorded.
+    assert data["Module.pair.lin.Linear.backward.0"]["input"]
+    assert data["Module.frozen.lin.Linear.backward.0"]["input"]

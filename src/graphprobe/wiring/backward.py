@@ -226,14 +226,76 @@ def wrap_output(entry: str, output: Any) -> Any:
     :class:`GradProbe` (tuples rebuilt, lists and dicts updated in place, as
     msprobe does, so that a ``ModelOutput`` keeps its class). Closes the
     call opened by :func:`wrap_inputs` even when no tensor wants a
-    gradient, so that no call is left open."""
+    gradient, so that no call is left open.
+
+    An output whose containers cannot be rebuilt (a tuple subclass whose
+    constructor takes its fields as arguments, a dict that refuses item
+    assignment) is returned untouched and its gradients are not recorded
+    (warned once per call site and type): the probe must not make the
+    forward raise."""
     found: list[torch.Tensor] = []
     _collect(output, found, 0)
+    if found:
+        refused = _refused_container(output, 0)
+        if refused is not None:
+            _warn_unprobed(entry, *refused)
+            found = []
     site = _register(False, entry, "input", len(found))
     if not found:
         return output
     outs = iter(_apply(site, found))
     return _rebuild(output, outs, 0)
+
+
+_warned_outputs: set[tuple[int, str, str]] = set()
+
+
+def _warn_unprobed(entry: str, kind: str, exc: BaseException) -> None:
+    call = entry.replace(".backward.{n}", "").replace(".{n}.backward", "")
+    key = (probe._session, call, kind)  # once per dumper
+    if key in _warned_outputs:
+        return
+    _warned_outputs.add(key)
+    warnings.warn(f"graphprobe: the output of {call} holds a {kind} that cannot be rebuilt with probed tensors "
+                  f"({type(exc).__name__}: {exc}); the gradients of that output are not recorded (its backward "
+                  "records have no 'input' part). Warned once per call site and type by each dumper.", RuntimeWarning,
+                  stacklevel=4)
+
+
+def _holds_wanted(value: Any, depth: int) -> bool:
+    found: list[torch.Tensor] = []
+    _collect(value, found, depth)
+    return bool(found)
+
+
+def _refused_container(value: Any, depth: int) -> tuple[str, BaseException] | None:
+    """The first container of ``value`` that :func:`_rebuild` would have to
+    change and cannot (its qualified type name and the error), else None.
+    Tried with the container's own items: a tuple is built again, a list or
+    dict item is assigned the value it holds."""
+    if depth >= probe.MAX_DEPTH or not isinstance(value, (tuple, list, dict)):
+        return None
+    items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+    changed = [(k, v) for k, v in items if _holds_wanted(v, depth + 1)]
+    if not changed:
+        return None
+    try:
+        if isinstance(value, tuple):
+            _construct(value, list(value))
+        else:
+            for k, v in changed:
+                value[k] = v
+    except Exception as exc:  # noqa: BLE001 - a user class may raise anything
+        return f"{type(value).__module__}.{type(value).__qualname__}", exc
+    for _, v in changed:
+        refused = _refused_container(v, depth + 1)
+        if refused is not None:
+            return refused
+    return None
+
+
+def _construct(value: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
+    return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
 
 
 def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
@@ -248,20 +310,29 @@ def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
 
 
 def _rebuild(value: Any, outs: Any, depth: int) -> Any:
+    """``value`` with each tensor that wants a gradient replaced by the next
+    of ``outs``; containers without such a tensor are left as they are."""
     if _wants_grad(value):
         return next(outs)
     if depth >= probe.MAX_DEPTH:
         return value
     if isinstance(value, tuple):
         items = [_rebuild(v, outs, depth + 1) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        if all(new is old for new, old in zip(items, value)):
+            return value
+        return _construct(value, items)
     if isinstance(value, list):
         for i, v in enumerate(value):
-            value[i] = _rebuild(v, outs, depth + 1)
+            new = _rebuild(v, outs, depth + 1)
+            if new is not v:
+                value[i] = new
         return value
     if isinstance(value, dict):
         for k in list(value.keys()):
-            value[k] = _rebuild(value[k], outs, depth + 1)
+            old = value[k]
+            new = _rebuild(old, outs, depth + 1)
+            if new is not old:
+                value[k] = new
         return value
     return value
 
