@@ -74,6 +74,14 @@ fi
 # (-DNDEBUG -O3 -fwrapv): tests run what users run. CFLAGS="-g -O1" gives a
 # build with torch's debug-only assertions on.
 export CFLAGS=${CFLAGS:--g0 -DNDEBUG -O3 -fwrapv}
+# One build at a time: two ninja runs in one build/ folder (two terminals, a
+# test run started while a build runs) write each other's objects and logs.
+mkdir -p build
+exec 9>build/.setup.lock
+if ! flock -n 9; then
+  say "another set-up is building in this checkout; waiting for it"
+  flock 9
+fi
 # The stamp covers everything the build reads.
 build_stamp=build/.graphprobe-build
 stamp=$( {
