@@ -156,3 +156,19 @@ def test_outputs_that_cannot_be_rebuilt_are_left_unprobed_with_one_warning(write
     # The inner Linear layers are still probed, their gradients recorded.
     assert data["Module.pair.lin.Linear.backward.0"]["input"]
     assert data["Module.frozen.lin.Linear.backward.0"]["input"]
+
+
+def test_custom_api_naming_a_class_is_refused_at_start_and_isinstance_keeps_working(write_config):
+    # Before: torch.nn.Linear was replaced by a function, and isinstance(m, torch.nn.Linear) raised until stop().
+    from graphprobe.wiring.custom_api import CustomApiError
+
+    original = torch.nn.Linear
+    model = Net()
+    dumper = AclGraphDumper(write_config(task="tensor", tensor={"custom_api": ["torch.nn.Linear"]}))
+    with pytest.raises(CustomApiError) as info:
+        dumper.start(model)
+    text = str(info.value)
+    assert "tensor.custom_api[0]" in text and "'torch.nn.Linear'" in text, text
+    assert "class torch.nn.modules.linear.Linear" in text and "function or method" in text, text
+    assert torch.nn.Linear is original and isinstance(model.a, torch.nn.Linear)
+    assert not model.a._forward_pre_hooks  # nothing wired

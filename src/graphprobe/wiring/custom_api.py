@@ -92,6 +92,14 @@ def resolve(index: int, path: str) -> CustomApiTarget:
                 raise CustomApiError(f"{where}: {found!r} imports but has no attribute {attr!r}; allowed: the full "
                                      "import path of a callable") from None
         raw = _raw_attribute(owner, parts[-1])
+        if isinstance(obj, type):
+            # A function in a class's place would make isinstance() and
+            # subclassing with it raise everywhere until stop().
+            name = f"{obj.__module__}.{obj.__qualname__}"
+            hint = f"{path}.forward" if issubclass(obj, torch.nn.Module) else f"{path}.__init__"
+            raise CustomApiError(f"{where}: resolves to the class {name}, which cannot be wrapped (graphprobe "
+                                 f"would put a function in the class's place); allowed: the full import path of a "
+                                 f"function or method, e.g. {hint!r} to record the calls of its instances")
         if not callable(obj):
             raise CustomApiError(f"{where}: resolves to a {type(obj).__name__}, which is not callable; allowed: the "
                                  "full import path of a function, method or other callable")
