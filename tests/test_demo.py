@@ -37,3 +37,29 @@ def test_demo_rejects_unknown_module_and_bad_options(tmp_path, capsys):
     assert main(["demo", "--inject-fault", "layers.1.mlp:x", "--out", str(tmp_path), "--device", "cpu"]) == 2
     assert "scale 'x' is not a number" in capsys.readouterr().err
     assert main(["demo", "--steps", "0"]) == 2
+
+
+@pytest.mark.parametrize("link", ["step", "dump"])
+def test_demo_into_an_out_with_a_linked_step_folder_refuses_with_exit_2(tmp_path, capsys, link):
+    # An earlier demo's --out (its eager.json names eager/ as the dump path) in which step0, or eager/ itself, is
+    # a link: the demo removes step folders, and must neither follow the link nor end in a traceback (issue #36).
+    import json
+    import os
+
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "step0").mkdir(parents=True)
+    (elsewhere / "step0" / "keep.txt").write_text("keep")
+    (out / "eager.json").write_text(json.dumps({"task": "statistics", "dump_path": str(out / "eager"), "level": "L0",
+                                                "rank": []}))
+    if link == "step":
+        (out / "eager").mkdir()
+        (out / "eager" / "step0").symlink_to(elsewhere / "step0", target_is_directory=True)
+    else:
+        (out / "eager").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "symbolic link" in err and "Traceback" not in err, err
+    assert (elsewhere / "step0" / "keep.txt").read_text() == "keep"
+    assert os.path.islink(out / "eager" / "step0" if link == "step" else out / "eager")

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             return demo_diagnose(args.out, args.inject_fault, args.steps)
         result = run_demo(DemoOptions(out=args.out, level=args.level, device=args.device, steps=args.steps,
                                       inject_fault=args.inject_fault))
-    except (ValueError, ConfigError) as e:
+    except (ValueError, ConfigError, OSError) as e:  # a bad option or --out folder: exit 2, never a traceback
         print(f"graphprobe demo: error: {e}", file=sys.stderr)
         return 2
     compare_run = result.compare

@@ -152,6 +152,13 @@ def _clear_earlier_demo(out: str, sides: dict[str, str]) -> None:
                              f"{', ...' if len(steps) > 5 else ''}) that no demo wrote ({config_path} is missing), "
                              "and the demo would remove them; allowed: a new or empty folder, or one an earlier "
                              "demo wrote")
+        # A link (the dump folder, or a step folder in it) is not followed: the demo did not make it, and what
+        # it points at is not the demo's to remove.
+        links = [p for p in (dump_dir, *(os.path.join(dump_dir, n) for n in steps)) if os.path.islink(p)]
+        if links:
+            raise ValueError(f"--out {out}: {links[0]} is a symbolic link (to {os.readlink(links[0])!r}); the demo "
+                             "removes an earlier demo's step folders and does not follow links it did not make: "
+                             "nothing was changed; allowed: a new or empty folder, or one an earlier demo wrote")
         doomed.extend(os.path.join(dump_dir, name) for name in steps)
     for folder in doomed:
         shutil.rmtree(folder)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 from graphprobe._cli_types import int_at_least
@@ -61,13 +60,12 @@ def run(args: argparse.Namespace) -> int:
         if not reference:
             print("graphprobe diagnose: error: --reference-cmd is empty", file=sys.stderr)
             return 2
-    from graphprobe.diagnose.pipeline import DiagnoseOptions, OutFolderError, diagnose, prepare_out
+    from graphprobe.diagnose.pipeline import DiagnoseOptions, OutFolderError, diagnose
 
     try:
-        prepare_out(Path(args.out).resolve())
-    except (OutFolderError, OSError) as e:
+        code, _ = diagnose(DiagnoseOptions(command=cmd, out=args.out, reference_command=reference, level=args.level,
+                                           steps=args.steps, bisect=not args.no_bisect, timeout=args.timeout))
+    except (OutFolderError, OSError) as e:  # OUT could not be prepared: nothing ran, nothing in it was changed
         print(f"graphprobe diagnose: error: {e}", file=sys.stderr)
         return 2
-    code, _ = diagnose(DiagnoseOptions(command=cmd, out=args.out, reference_command=reference, level=args.level,
-                                       steps=args.steps, bisect=not args.no_bisect, timeout=args.timeout))
     return code

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["CONTROLLED_ENV", "CommandRecord", "Runner", "say_to"]
+__all__ = ["CONTROLLED_ENV", "CommandRecord", "Runner", "printable", "say_to"]
 
 #: The variables diagnose sets in some runs: removed from every run's inherited
 #: environment first, so that a value left in the user's shell (or by a tool
@@ -50,6 +50,13 @@ class CommandRecord:
         return (env + " " if env else "") + shlex.join(self.argv)
 
 
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (the surrogate escapes of a
+    non-UTF-8 file name in ``sys.argv``) written as ``\\udcff``: for text
+    files, HTML and terminals, which must stay valid UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def say_to(stream=None) -> Callable[[str], None]:
     """A progress printer writing whole lines to ``stream`` (default: the
     stdout of now, so that the bisector's redirected prints do not take
@@ -64,7 +71,10 @@ def say_to(stream=None) -> Callable[[str], None]:
         if broken:
             return
         try:
-            out.write(msg + "\n")
+            try:
+                out.write(msg + "\n")
+            except UnicodeEncodeError:  # a non-UTF-8 argument (surrogate-escaped) on a strict stream: shown escaped
+                out.write(printable(msg) + "\n")
             out.flush()
         except (OSError, ValueError):  # a closed pipe or file: the report files still say everything
             broken = True
@@ -96,7 +106,9 @@ class Runner:
         t0 = time.monotonic()
         note = ""
         code: int | None = None
-        with open(log, "w", encoding="utf-8") as f:
+        # surrogateescape: an argument that is not UTF-8 (a legal POSIX file name, as sys.argv holds it) is
+        # logged as the bytes it was given.
+        with open(log, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(f"$ {shlex.join(argv)}\n# env: {env}\n")
             f.flush()
             try:
@@ -106,12 +118,19 @@ class Runner:
                 note = f"cannot start {argv[0]!r}: {e.strerror or e}"
             else:
                 try:
-                    code = proc.wait(timeout=self.timeout)
+                    _wait_unreaped(proc, self.timeout)
+                    # The command is done; its children may not be (a server it started, a `sleep &`): diagnose
+                    # runs it up to 25 times, so what is left of its process group is stopped now.
+                    left = _stop_leftovers(proc.pid)
+                    code = proc.wait()
                     if code < 0:  # a signal ended it (the OOM killer's SIGKILL, a SIGSEGV)
                         try:
                             note = f"killed by {signal.Signals(-code).name}"
                         except ValueError:
                             note = f"killed by signal {-code}"
+                    if left:
+                        note = (note + "; " if note else "") + (
+                            f"{left} child process(es) still running after it exited were stopped")
                 except subprocess.TimeoutExpired:
                     _stop(proc)
                     note = f"killed after {self.timeout:.0f} s (--timeout), with its child processes"
@@ -124,6 +143,62 @@ class Runner:
         rec = CommandRecord(stage, list(argv), dict(env), code, round(time.monotonic() - t0, 2), str(log), note)
         self.records.append(rec)
         return rec
+
+
+def _wait_unreaped(proc: subprocess.Popen, timeout: float | None) -> None:
+    """Waits until ``proc`` exits (TimeoutExpired after ``timeout`` s)
+    without reaping it: while the leader is a zombie its pid, which is its
+    process group's id, cannot be reused, so signalling the group after it
+    exited cannot reach an unrelated process."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.001
+    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _group_members(pgid: int) -> list[int] | None:
+    """The live (not zombie) processes of process group ``pgid`` other than
+    its leader; None where /proc cannot tell."""
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return None
+    members = []
+    for pid in pids:
+        if pid == pgid:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
+            members.append(pid)
+    return members
+
+
+def _stop_leftovers(pgid: int) -> int:
+    """Stops what is left of an exited command's process group (its leader
+    not yet reaped): SIGTERM, SIGKILL after :data:`STOP_GRACE_S`; returns
+    how many processes were left."""
+    members = _group_members(pgid)
+    if members == []:
+        return 0
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return len(members or [])
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline and _group_members(pgid) != []:
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)  # a no-op for the zombie leader; ends what ignored SIGTERM
+    except (ProcessLookupError, PermissionError):
+        pass
+    return len(members or [])
 
 
 def _stop(proc: subprocess.Popen) -> None:

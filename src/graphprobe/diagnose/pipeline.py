@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 import sys
 import threading
@@ -13,53 +12,16 @@ from typing import Any, Callable
 
 from graphprobe.diagnose.commands import Runner, say_to
 from graphprobe.diagnose.entries import selector
+from graphprobe.diagnose.out_folder import MARK, OWN_ENTRIES, OutFolderError, prepare_out
 from graphprobe.diagnose.replay_files import ReplayFormatError
 from graphprobe.diagnose.report import SCHEMA_VERSION, write_reports
 from graphprobe.diagnose.screen import StageError
 
-__all__ = ["DiagnoseOptions", "EXIT_INTERRUPTED", "OutFolderError", "diagnose", "find_kernels", "prepare_out"]
+__all__ = ["DiagnoseOptions", "EXIT_INTERRUPTED", "MARK", "OWN_ENTRIES", "OutFolderError", "diagnose", "find_kernels",
+           "prepare_out"]
 
-#: The mark diagnose leaves in OUT: only a folder holding it is ever emptied.
-MARK = ".graphprobe_diagnose"
-#: What diagnose writes into OUT (besides the mark); an earlier diagnose's are replaced.
-OWN_ENTRIES = ("runs", "logs", "compare", "repro", "diagnosis.json", "summary.txt", "report.html")
 #: The exit code of a diagnose stopped by Ctrl-C or SIGTERM (as a shell reports SIGINT: 128 + 2).
 EXIT_INTERRUPTED = 130
-
-
-class OutFolderError(ValueError):
-    """OUT holds files that are not an earlier diagnose's."""
-
-
-def prepare_out(out: Path) -> None:
-    """Creates OUT (with diagnose's mark, :data:`MARK`), or empties an
-    earlier diagnose's OUT (its runs' dumps would otherwise sit next to this
-    run's and be paired with them). Refuses, removing nothing, a folder that
-    is not empty and has no mark (whatever its entries are called: a user's
-    own ``runs/`` or ``logs/`` is not diagnose's), and a marked folder that
-    holds anything diagnose does not write."""
-    if out.exists() and not out.is_dir():
-        raise OutFolderError(f"-o {out}: exists and is not a folder")
-    if out.is_dir():
-        names = sorted(p.name for p in out.iterdir())
-        if names and MARK not in names:
-            raise OutFolderError(f"-o {out}: the folder is not empty ({', '.join(names[:5])}"
-                                 f"{' ...' if len(names) > 5 else ''}) and is not an earlier diagnose's (no {MARK} "
-                                 "in it); nothing was removed: choose a new or empty folder")
-        other = [n for n in names if n not in OWN_ENTRIES and n != MARK]
-        if other:
-            raise OutFolderError(f"-o {out}: the folder holds files that are not an earlier diagnose's "
-                                 f"({', '.join(other[:5])}{' ...' if len(other) > 5 else ''}); nothing was removed: "
-                                 "choose a new or empty folder")
-        for name in OWN_ENTRIES:
-            p = out / name
-            if p.is_symlink() or (p.exists() and not p.is_dir()):
-                p.unlink()  # a link: the link only, never what it points at
-            elif p.is_dir():
-                shutil.rmtree(p)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARK).write_text("graphprobe diagnose output folder: a later diagnose into it replaces its files\n",
-                            encoding="utf-8")
 
 
 class _Terminated(KeyboardInterrupt):
@@ -120,14 +82,16 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
     diagnosis then holds ``error``), 130 (:data:`EXIT_INTERRUPTED`) a
     Ctrl-C, SIGTERM or SIGHUP stopped it (the running command is stopped
     with its child processes; ``error`` says where and what ran). diagnosis.json, summary.txt and
-    report.html are written in every case. Raises OutFolderError when
-    ``opts.out`` holds files that are not an earlier diagnose's."""
+    report.html are written in every case. Raises OutFolderError, before
+    anything runs, when ``opts.out`` cannot be used (:func:`prepare_out`:
+    files diagnose did not write, a link as its mark, another diagnose
+    writing into it)."""
     from graphprobe.diagnose.attribute import attribute
     from graphprobe.diagnose.screen import screen
 
     say = say or say_to(sys.stdout)
     out = Path(opts.out).resolve()
-    prepare_out(out)
+    folder = prepare_out(out)
     runner = Runner(out / "logs", opts.timeout)
     d: dict[str, Any] = {"version": SCHEMA_VERSION, "command": opts.command, "reference_command":
                          opts.reference_command, "level": opts.level, "steps": opts.steps, "conclusion": "",
@@ -235,6 +199,9 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             signal.signal(sig, handler)
         d["stages"]["total"] = round(time.monotonic() - t_all, 2)
         d["commands"] = [r.as_json() for r in runner.records]
-        say("[4/4] report")
-        text = write_reports(out, d)
-        say(text)
+        try:
+            say("[4/4] report")
+            text = write_reports(out, d)
+            say(text)
+        finally:
+            folder.finish()  # the manifest of what this run wrote; the lock on OUT released

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from graphprobe.diagnose.commands import printable
 from graphprobe.output_files import write_text_atomic
 
 __all__ = ["SCHEMA_VERSION", "format_text", "write_reports"]
@@ -89,7 +90,9 @@ def write_reports(out: Path, d: dict[str, Any]) -> str:
     d["files"] = {"diagnosis": str(out / "diagnosis.json"), "html": str(out / "report.html"),
                   "summary": str(out / "summary.txt")}
     text = format_text(d)
+    # JSON escapes a non-UTF-8 argument (ensure_ascii: "\udcff", which json.load gives back and os.fsencode turns
+    # into the bytes given); the text and the page show it escaped.
     write_text_atomic(str(out / "diagnosis.json"), json.dumps(d, indent=1, default=str))
-    write_text_atomic(str(out / "summary.txt"), text + "\n")
-    write_text_atomic(str(out / "report.html"), _html(d, text))
+    write_text_atomic(str(out / "summary.txt"), printable(text) + "\n")
+    write_text_atomic(str(out / "report.html"), printable(_html(d, text)))
     return text

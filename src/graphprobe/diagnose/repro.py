@@ -4,6 +4,7 @@ a short script that shows eager vs compiled vs float64 on those inputs."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from pathlib import Path
@@ -114,6 +115,75 @@ if __name__ == "__main__":
 '''
 
 
+def _one_definition(source: str) -> bool:
+    """Whether ``source`` is one class or function definition (decorated or
+    not), or comments only."""
+    try:
+        body = ast.parse(source).body
+    except (SyntaxError, ValueError):
+        return False
+    return not body or (len(body) == 1 and isinstance(body[0], (ast.ClassDef, ast.FunctionDef,
+                                                                 ast.AsyncFunctionDef)))
+
+
+def _one_binding(line: str) -> bool:
+    """Whether ``line`` is one import or one assignment of a constant to a name."""
+    try:
+        body = ast.parse(line).body
+    except (SyntaxError, ValueError):
+        return False
+    if len(body) != 1:
+        return False
+    node = body[0]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    return (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and (isinstance(node.value, ast.Constant) or (
+                isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
+                and node.value.func.id == "float" and len(node.value.args) == 1
+                and isinstance(node.value.args[0], ast.Constant) and not node.value.keywords)))
+
+
+def _checked_sources(sources: Any) -> str:
+    """The script's copied sources, each a whole definition: anything else
+    (a comment line that a class name with a newline ended early, and the
+    statement after it) is left out, and says so without repeating it."""
+    kept = []
+    for src in sources if isinstance(sources, list) else []:
+        if isinstance(src, str) and _one_definition(src):
+            kept.append(src)
+        else:
+            kept.append("# left out: a copied source that is not one class or function definition "
+                        "(a name holding a line break or other control characters?)\n")
+    return "\n\n".join(kept)
+
+
+def _checked_constants(names: Any) -> str:
+    """The imports and constants, one line each, each one binding."""
+    if not isinstance(names, dict):
+        return ""
+    lines = []
+    for key in sorted(names, key=str):
+        line = str(names[key])
+        lines.append(line if _one_binding(line) else f"# left out: the line for the name {str(key)!r}: not one "
+                     "import or constant (a name holding a line break?)")
+    return "\n".join(lines)
+
+
+def _checked_config(text: Any) -> str:
+    """The compile options (torch's ``codegen_config``: imports and
+    assignments), kept only when they are nothing else."""
+    if not isinstance(text, str):
+        return "# (not known)"
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        body = None
+    if body is None or not all(isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign)) for n in body):
+        return "# left out: the compile options were not only imports and assignments"
+    return text
+
+
 def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path, scope: str) -> dict[str, Any]:
     """Writes ``out/repro/`` (inputs.pt, module.pt, state_dict.pt,
     repro.py, README.txt); returns the ``repro`` object of diagnosis.json."""
@@ -138,11 +208,13 @@ def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path,
               f"yourself, load state_dict.pt into it with load_state_dict, and return it from _gp_build() in repro.py")
     if not info.get("pickled", False):
         cannot += f"; saving it had failed: {info.get('pickle_error', 'not saved')}"
-    names = info.get("main_names", {})
-    constants = "\n".join(str(names[k]) for k in sorted(names)) if isinstance(names, dict) else ""
-    text = _TEMPLATE.format(module=origin.module, cls=cls, entry=origin.entry, compile_config=info.get(
-        "compile_config", "# (not known)"), constants=constants or "# (none)",
-        sources="\n\n".join(info.get("main_sources", [])) or "# (none)", scope=scope, origin_rel=rel,
+    # Every value from the user's run enters the script as a repr literal (the template), or as copied code
+    # checked to be whole definitions and single bindings: a class __qualname__ with a newline in it reaches the
+    # "source could not be read" comment of module.json, and must not end it and add a statement.
+    constants = _checked_constants(info.get("main_names", {}))
+    text = _TEMPLATE.format(module=origin.module, cls=cls, entry=origin.entry, compile_config=_checked_config(info.get(
+        "compile_config", "# (not known)")), constants=constants or "# (none)",
+        sources=_checked_sources(info.get("main_sources", [])) or "# (none)", scope=scope, origin_rel=rel,
         cannot=cannot)
     write_text_atomic(str(folder / "repro.py"), text)
     readme = [f"graphprobe diagnose repro: module {origin.module} ({cls}), call {origin.entry}.",

@@ -1,0 +1,262 @@
+"""diagnose never touches what it did not write (issue #36 items 1, 2, 3, 19,
+20, 23): the mark is never written through a link, a re-run removes only
+the unchanged files of the run before, two diagnoses never share an OUT, no
+name from the user's run becomes code in the repro, the command's children
+do not outlive it, and a non-UTF-8 argument is carried through.
+
+Fast: the commands are ``python -c`` one-liners (no torch import), except
+the repro test, which saves a module in a subprocess as the attribute run does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from graphprobe.cli import main
+from graphprobe.diagnose.commands import Runner
+
+PY = sys.executable
+REPO = Path(__file__).resolve().parents[1]
+FAIL = [PY, "-c", "import sys; sys.exit(3)"]  # a screen that fails at once: diagnose writes its reports, exit 2
+
+
+def _diagnose(out: Path, cmd: list[str] = FAIL) -> int:
+    return main(["diagnose", "-o", str(out), "--no-bisect", "--", *cmd])
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+            and not p.is_symlink()}
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _wait(predicate, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {seconds} s")
+        time.sleep(0.05)
+
+
+# ----------------------------------------------------------------------------- item 1: the mark
+
+def test_a_planted_link_as_the_mark_is_refused_and_its_target_untouched(tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / ".graphprobe_diagnose").symlink_to(victim)
+    assert _diagnose(out) == 2
+    err = capsys.readouterr().err
+    assert ".graphprobe_diagnose" in err and "symbolic link" in err, err
+    assert victim.read_text() == "precious"
+    assert sorted(os.listdir(out)) == [".graphprobe_diagnose"]  # nothing ran, nothing was written
+    assert os.path.islink(out / ".graphprobe_diagnose")
+
+
+def test_the_mark_is_a_regular_file_created_by_diagnose(tmp_path):
+    out = tmp_path / "o"
+    assert _diagnose(out) == 2
+    mark = out / ".graphprobe_diagnose"
+    assert mark.is_file() and not mark.is_symlink()
+    listed = {m["path"] for m in json.loads(mark.read_text())["files"]}
+    assert {"diagnosis.json", "summary.txt", "report.html"} <= listed
+    assert any(p.startswith("logs/") for p in listed)
+
+
+# ----------------------------------------------------------------------------- item 2: a re-run removes only its own
+
+def test_rerun_refuses_a_users_file_and_an_edited_file_and_removes_nothing(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert _diagnose(out) == 2
+    (out / "repro").mkdir()
+    (out / "repro" / "repro.py").write_text("# the user's edited repro\n")
+    (out / "logs" / "notes.txt").write_text("my notes")
+    (log,) = (out / "logs").glob("*_screen-reference.log")
+    log.write_text(log.read_text() + "edited by the user\n")
+    before = _files(out)
+    capsys.readouterr()
+    assert _diagnose(out) == 2
+    err = capsys.readouterr().err
+    for name in ("repro/repro.py", "logs/notes.txt", f"logs/{log.name}"):
+        assert name in err, err
+    assert "nothing was removed" in err
+    assert _files(out) == before  # every file as it was, diagnose's own included
+
+    # Once the user's files are gone and the edit undone, the earlier run's files are replaced.
+    (out / "repro" / "repro.py").unlink()
+    (out / "logs" / "notes.txt").unlink()
+    log.write_text(before[f"logs/{log.name}"].decode().replace("edited by the user\n", ""))
+    assert _diagnose(out) == 2
+    assert not (out / "repro").exists()  # an emptied folder of diagnose's goes
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert len(d["commands"]) == 1 and len(list((out / "logs").iterdir())) == 1
+
+
+def test_rerun_refuses_a_link_among_its_folders(tmp_path, capsys):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "f").write_text("keep")
+    out = tmp_path / "o"
+    assert _diagnose(out) == 2
+    (out / "repro").symlink_to(precious, target_is_directory=True)
+    assert _diagnose(out) == 2
+    assert "'repro'" in capsys.readouterr().err
+    assert (precious / "f").read_text() == "keep" and (out / "repro").is_symlink()
+
+
+def test_an_older_text_mark_lists_nothing_so_nothing_is_removed(tmp_path, capsys):
+    out = tmp_path / "o"
+    (out / "logs").mkdir(parents=True)
+    (out / "logs" / "000_screen-target.log").write_text("x")
+    (out / ".graphprobe_diagnose").write_text("graphprobe diagnose output folder: a later diagnose ...\n")
+    assert _diagnose(out) == 2
+    assert "logs/000_screen-target.log" in capsys.readouterr().err
+    assert (out / "logs" / "000_screen-target.log").read_text() == "x"
+
+
+# ----------------------------------------------------------------------------- item 20: one diagnose per OUT
+
+def test_a_second_diagnose_into_the_same_out_is_refused_with_the_first_ones_pid(tmp_path, capsys):
+    out = tmp_path / "o"
+    started, release = tmp_path / "started", tmp_path / "release"
+    wait = ("import os, sys, time; open(sys.argv[1], 'w').close()\n"
+            "t = time.monotonic()\n"
+            "while not os.path.exists(sys.argv[2]) and time.monotonic() - t < 600: time.sleep(0.05)\n"
+            "sys.exit(3)")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    first = subprocess.Popen([PY, "-m", "graphprobe", "diagnose", "-o", str(out), "--no-bisect", "--", PY, "-c", wait,
+                              str(started), str(release)], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: started.exists() or first.poll() is not None, 300, "the first diagnose's command started")
+        assert first.poll() is None, first.stderr.read()
+        assert _diagnose(out) == 2
+        err = capsys.readouterr().err
+        assert f"OUT is in use by pid {first.pid}" in err, err
+    finally:
+        release.touch()
+        first.wait(timeout=300)
+    assert first.returncode == 2  # its own command failed (exit 3); the second one did not disturb it
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert [c["stage"] for c in d["commands"]] == ["screen-reference"]
+    # The lock went with its holder: the next diagnose takes the folder over.
+    assert _diagnose(out) == 2 and "in use" not in capsys.readouterr().err
+
+
+def test_a_stale_lock_of_a_dead_pid_is_taken_over(tmp_path, capsys):
+    out = tmp_path / "o"
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    out.mkdir()
+    (out / ".graphprobe_diagnose").write_text(json.dumps({"pid": int(dead), "files": []}))
+    assert _diagnose(out) == 2
+    assert "in use" not in capsys.readouterr().err
+    assert json.loads((out / ".graphprobe_diagnose").read_text())["pid"] == os.getpid()
+
+
+# ----------------------------------------------------------------------------- item 19: children left running
+
+def test_children_left_running_by_a_command_that_exited_are_stopped(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    # The command starts a sleeper and exits 0 at once, leaving it running in its process group.
+    leave = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+             "open(sys.argv[1], 'w').write(str(p.pid))")
+    child = None
+    try:
+        rec = Runner(tmp_path / "logs").run("x", [PY, "-c", leave, str(pidfile)], {})
+        child = int(pidfile.read_text())
+        assert rec.exit_code == 0
+        _wait(lambda: not _alive(child), 30, "the sleeper the command left running was stopped")
+        assert "1 child process(es) still running after it exited were stopped" in rec.note, rec.note
+    finally:
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
+    # A command that leaves nothing behind has no note.
+    assert Runner(tmp_path / "logs2").run("y", [PY, "-c", "pass"], {}).note == ""
+
+
+# ----------------------------------------------------------------------------- item 23: non-UTF-8 arguments
+
+def test_a_non_utf8_argument_is_carried_through_not_a_crash(tmp_path, capsys):
+    arg = os.fsdecode(b"data_\xff.bin")  # a legal POSIX file name, as sys.argv holds it
+    out = tmp_path / "o"
+    assert main(["diagnose", "-o", str(out), "--no-bisect", "--", *FAIL, arg]) == 2
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["command"][-1] == arg and os.fsencode(d["command"][-1]) == b"data_\xff.bin"
+    assert "exit code 3" in d["error"]
+    (log,) = (out / "logs").iterdir()
+    assert b"data_\xff.bin" in log.read_bytes()  # the log holds the bytes given
+    (out / "summary.txt").read_text(encoding="utf-8")  # valid UTF-8, the name escaped
+    assert "data_\\udcff.bin" in (out / "report.html").read_text(encoding="utf-8")
+    # Through the CLI, with a strict UTF-8 stdout, as a user runs it.
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), PYTHONIOENCODING="utf-8:strict")
+    proc = subprocess.run([PY, "-m", "graphprobe", "diagnose", "-o", str(tmp_path / "o2"), "--no-bisect", "--",
+                           *[os.fsencode(a) for a in FAIL], b"data_\xff.bin"], env=env, capture_output=True,
+                          timeout=300)
+    assert proc.returncode == 2 and b"UnicodeEncodeError" not in proc.stderr, proc.stderr[-2000:]
+    assert b"data_\\udcff.bin" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- item 3: names never become code
+
+QUALNAME_SCRIPT = textwrap.dedent('''
+    import torch
+    from graphprobe.config_env import save_repro_module
+
+    # A class made by type(): inspect.getsource cannot read it, so its name goes into a comment of module.json.
+    Evil = type("Evil", (torch.nn.Linear,), {})
+    Evil.__qualname__ = "Evil\\nopen('PWNED_QUALNAME', 'w')"  # no dot: it is taken for a top-level class
+    save_repro_module(torch.nn.Sequential(Evil(2, 2)))
+''')
+
+
+def test_a_class_qualname_with_a_newline_does_not_inject_code_into_the_repro(tmp_path):
+    import torch
+
+    from graphprobe.diagnose.replay_files import ModuleVerdict
+    from graphprobe.diagnose.repro import write_repro
+
+    script = tmp_path / "evil.py"
+    script.write_text(QUALNAME_SCRIPT)
+    saved = tmp_path / "saved"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), GRAPHPROBE_REPRO_MODULE="", GRAPHPROBE_REPRO_DIR=str(saved))
+    subprocess.run([PY, str(script)], env=env, check=True, timeout=300, cwd=tmp_path)
+    assert any("\n" in s.strip() and "PWNED" in s for s in json.loads((saved / "module.json").read_text())
+               ["main_sources"]), "the test's premise: the class name reaches module.json with its newline"
+    inputs = tmp_path / "inputs.pt"
+    torch.save({"args": [torch.randn(3, 2)], "kwargs": {}}, inputs)
+    write_repro(tmp_path / "o", ModuleVerdict("", "Module.Sequential.forward.0", "creates", "", 0, "f", []), inputs,
+                saved, "")
+    repro = tmp_path / "o" / "repro" / "repro.py"
+    assert "left out" in repro.read_text()
+    subprocess.run([PY, str(repro)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert not (tmp_path / "PWNED_QUALNAME").exists()
+
+
+def test_repro_keeps_whole_definitions_and_single_bindings():
+    from graphprobe.diagnose.repro import _checked_constants, _checked_sources
+
+    good = "class A:\n    x = 1\n"
+    assert _checked_sources([good, "# the source of B could not be read\n"]).startswith(good)
+    assert "left out" in _checked_sources(["# the source of B\nimport os\n"])
+    assert "left out" in _checked_sources(["def f():\n    pass\nimport os\n"])
+    lines = _checked_constants({"nn": "import torch.nn as nn", "E": "E = float('inf')", "X": "X = 1; import os",
+                                "Y": "Y = 2\nimport os"})
+    assert "import torch.nn as nn" in lines and "E = float('inf')" in lines
+    assert "import os" not in lines and lines.count("left out") == 2
