@@ -24,13 +24,13 @@ import argparse
 import copy
 import json
 import os
-import shutil
 from typing import Callable
 
 import torch
 from torch import nn
 
 import graphprobe
+from graphprobe.diagnose.owned_files import claim_out, record_out
 from graphprobe.compare import compare
 from graphprobe.compare.summary import format_summary
 
@@ -84,26 +84,21 @@ def record(model: nn.Module, batches: list[torch.Tensor], dump_path: str, runner
     dumper.stop()
 
 
-MARKER = ".graphprobe_example"  # in --out: a later run may clear what this script wrote there
+MARKER = ".graphprobe_example"  # in --out: lists the files this script wrote there (a later run removes only those)
+OWNED = ('eager', 'graph', 'compare', 'eager.json', 'graph.json')  # what this script writes into --out
 
 
-def check_out(parser: argparse.ArgumentParser, out: str) -> None:
-    """Stops (exit 2) when ``out`` holds files this example did not write:
-    each run clears its earlier dumps there (compare refuses to pair two
-    runs' pid folders in one step by guessing), and those must never be a
-    user's own folders."""
-    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
-        parser.error(f"--out {out}: the folder holds files this example did not write and a run would remove or "
-                     "overwrite some; allowed: a new or empty folder, or one an earlier run of this example wrote")
-
-
-def clear_out(out: str, subs: tuple[str, ...]) -> None:
-    """Removes the folders an earlier run of this example wrote into ``out``
-    (after :func:`check_out`) and marks ``out`` as this example's."""
-    for sub in subs:
-        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
-    os.makedirs(out, exist_ok=True)
-    open(os.path.join(out, MARKER), "w").close()
+def check_out(parser: argparse.ArgumentParser, out: str, remove: bool = True) -> None:
+    """Removes the files of this example's earlier run in ``out`` (each run
+    needs its own dump_path: compare refuses to pair two runs' pid folders
+    in one step by guessing), and stops (exit 2), removing nothing, when
+    ``out`` holds files this example did not write, or files it wrote that
+    changed since (a report you edited): only those its marker lists,
+    unchanged, are removed. ``remove=False`` only checks."""
+    try:
+        claim_out(out, OWNED, MARKER, remove)
+    except ValueError as e:
+        parser.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("needs a CUDA GPU (torch.cuda.is_available() is False); "
                      "examples/eager_vs_compile.py is the CPU counterpart")
 
-    check_out(parser, args.out)
-    clear_out(args.out, ("eager", "graph", "compare"))  # each run its own dump_path
+    check_out(parser, args.out)  # each run its own dump_path
     bench_dir, target_dir = os.path.join(args.out, "eager"), os.path.join(args.out, "graph")
     base = build_model().cuda().eval()
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -139,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{len(run.outcomes)} steps compared; first divergence: "
           + (f"{first.pair.label} at {first.first_divergence}" if first else "none"))
+    record_out(args.out, OWNED, MARKER)  # what a later run may remove
     return 0
 
 

@@ -19,13 +19,13 @@ import argparse
 import copy
 import json
 import os
-import shutil
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 import graphprobe
+from graphprobe.diagnose.owned_files import claim_out, record_out
 
 
 class Block(nn.Module):
@@ -56,26 +56,21 @@ def record(model: nn.Module, x: torch.Tensor, dump_path: str, backend: str | Non
     dumper.stop()
 
 
-MARKER = ".graphprobe_example"  # in --out: a later run may clear what this script wrote there
+MARKER = ".graphprobe_example"  # in --out: lists the files this script wrote there (a later run removes only those)
+OWNED = ('eager', 'compiled', 'compare')  # what this script writes into --out
 
 
-def check_out(parser: argparse.ArgumentParser, out: str) -> None:
-    """Stops (exit 2) when ``out`` holds files this example did not write:
-    each run clears its earlier dumps there (compare refuses to pair two
-    runs' pid folders in one step by guessing), and those must never be a
-    user's own folders."""
-    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
-        parser.error(f"--out {out}: the folder holds files this example did not write and a run would remove or "
-                     "overwrite some; allowed: a new or empty folder, or one an earlier run of this example wrote")
-
-
-def clear_out(out: str, subs: tuple[str, ...]) -> None:
-    """Removes the folders an earlier run of this example wrote into ``out``
-    (after :func:`check_out`) and marks ``out`` as this example's."""
-    for sub in subs:
-        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
-    os.makedirs(out, exist_ok=True)
-    open(os.path.join(out, MARKER), "w").close()
+def check_out(parser: argparse.ArgumentParser, out: str, remove: bool = True) -> None:
+    """Removes the files of this example's earlier run in ``out`` (each run
+    needs its own dump_path: compare refuses to pair two runs' pid folders
+    in one step by guessing), and stops (exit 2), removing nothing, when
+    ``out`` holds files this example did not write, or files it wrote that
+    changed since (a report you edited): only those its marker lists,
+    unchanged, are removed. ``remove=False`` only checks."""
+    try:
+        claim_out(out, OWNED, MARKER, remove)
+    except ValueError as e:
+        parser.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-rank", type=int, help="scale this rank's 'down' output by 1.5 in the compiled run")
     args = parser.parse_args(argv)
 
-    check_out(parser, args.out)  # every rank, before any rank changes the folder: all stop or none
+    check_out(parser, args.out, remove=False)  # every rank, before rank 0 changes the folder: all stop or none
     dist.init_process_group("gloo")  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR/PORT
     rank = dist.get_rank()
     bench_dir, target_dir = os.path.join(args.out, "eager"), os.path.join(args.out, "compiled")
     if rank == 0:  # each run its own dump_path
-        clear_out(args.out, ("eager", "compiled", "compare"))
+        check_out(parser, args.out)
     dist.barrier()
 
     torch.manual_seed(0)  # the same weights on every rank
@@ -109,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
         run = compare(target_dir, bench_dir, os.path.join(args.out, "compare"), progress=False, jobs=1)
         print(format_summary(run, top=3), flush=True)
+        record_out(args.out, OWNED, MARKER)  # what a later run may remove
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -25,12 +25,12 @@ import argparse
 import copy
 import json
 import os
-import shutil
 
 import torch
 from torch import nn
 
 import graphprobe
+from graphprobe.diagnose.owned_files import claim_out, record_out
 from graphprobe.compare import compare
 from graphprobe.compare.summary import format_summary
 
@@ -66,26 +66,21 @@ def train(model: nn.Module, data: list, dump_path: str, backend: str | None, fau
     dumper.stop()
 
 
-MARKER = ".graphprobe_example"  # in --out: a later run may clear what this script wrote there
+MARKER = ".graphprobe_example"  # in --out: lists the files this script wrote there (a later run removes only those)
+OWNED = ('eager', 'compiled', 'compare', 'eager.json', 'compiled.json')  # what this script writes into --out
 
 
-def check_out(parser: argparse.ArgumentParser, out: str) -> None:
-    """Stops (exit 2) when ``out`` holds files this example did not write:
-    each run clears its earlier dumps there (compare refuses to pair two
-    runs' pid folders in one step by guessing), and those must never be a
-    user's own folders."""
-    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
-        parser.error(f"--out {out}: the folder holds files this example did not write and a run would remove or "
-                     "overwrite some; allowed: a new or empty folder, or one an earlier run of this example wrote")
-
-
-def clear_out(out: str, subs: tuple[str, ...]) -> None:
-    """Removes the folders an earlier run of this example wrote into ``out``
-    (after :func:`check_out`) and marks ``out`` as this example's."""
-    for sub in subs:
-        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
-    os.makedirs(out, exist_ok=True)
-    open(os.path.join(out, MARKER), "w").close()
+def check_out(parser: argparse.ArgumentParser, out: str, remove: bool = True) -> None:
+    """Removes the files of this example's earlier run in ``out`` (each run
+    needs its own dump_path: compare refuses to pair two runs' pid folders
+    in one step by guessing), and stops (exit 2), removing nothing, when
+    ``out`` holds files this example did not write, or files it wrote that
+    changed since (a report you edited): only those its marker lists,
+    unchanged, are removed. ``remove=False`` only checks."""
+    try:
+        claim_out(out, OWNED, MARKER, remove)
+    except ValueError as e:
+        parser.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-step", type=int, help="nudge a weight of the compiled run before this iteration")
     args = parser.parse_args(argv)
 
-    check_out(parser, args.out)
-    clear_out(args.out, ("eager", "compiled", "compare"))  # each run its own dump_path
+    check_out(parser, args.out)  # each run its own dump_path
     bench_dir, target_dir = os.path.join(args.out, "eager"), os.path.join(args.out, "compiled")
     base, data = build_model(), batches(args.steps)
     train(copy.deepcopy(base), data, bench_dir, None, None)
@@ -109,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{len(run.outcomes)} steps compared; first step that diverges: "
           + (f"step{first.pair.step} at {first.first_divergence}" if first else "none"))
+    record_out(args.out, OWNED, MARKER)  # what a later run may remove
     return 0
 
 

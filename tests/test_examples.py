@@ -104,6 +104,20 @@ def test_training_loop_names_the_step_whose_weight_was_nudged(tmp_path: Path) ->
     names = list(json.loads(dump.read_text())["data"])
     assert "Module.2.Linear.forward.0" in names  # forward records
     assert "Module.2.Linear.backward.0" in names and "Module.2.Linear.parameters_grad.0" in names  # and backward ones
+    # A re-run removes only what this run wrote, unchanged (issue #36 item 2): a note saved in compare/ stops it.
+    out = tmp_path / "graphprobe_training"
+    (out / "compare" / "my_notes.txt").write_text("mine")
+    path = os.pathsep.join([str(EXAMPLES.parent / "src"), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "training_loop.py")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": path})
+    assert proc.returncode == 2 and "compare/my_notes.txt" in proc.stderr, proc.stderr[-2000:]
+    assert (out / "compare" / "index.html").is_file() and (out / "compare" / "my_notes.txt").read_text() == "mine"
+    # Without it, everything the run listed goes (checked in-process: a second training run is slow).
+    from graphprobe.diagnose.owned_files import claim_out
+
+    (out / "compare" / "my_notes.txt").unlink()
+    claim_out(out, ("eager", "compiled", "compare", "eager.json", "compiled.json"), ".graphprobe_example")
+    assert sorted(os.listdir(out)) == [".graphprobe_example"]
 
 
 def _free_port() -> int:
@@ -149,4 +163,27 @@ def test_an_out_holding_a_users_folders_is_refused_and_left_as_it_is(tmp_path: P
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     if script != "cuda_graph.py":  # without a GPU it stops earlier, for that reason
         assert f"--out {mine}: the folder holds files this example did not write" in proc.stderr, proc.stderr
+    assert {str(p.relative_to(mine)): p.read_text() for p in mine.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("script", ["eager_vs_compile.py", "training_loop.py", "torchrun_two_ranks.py",
+                                    "cuda_graph.py"])
+def test_a_marked_out_holding_a_users_file_is_refused_and_left_as_it_is(tmp_path: Path, script: str) -> None:
+    # The marker of an earlier run (an older, empty one here: it lists nothing) no longer makes every file under
+    # eager/, compiled/, graph/ and compare/ the example's to remove (issue #36 item 2).
+    mine = tmp_path / "mine"
+    (mine / "compare").mkdir(parents=True)
+    (mine / "compare" / "results_i_annotated.csv").write_text("mine")
+    (mine / ".graphprobe_example").write_text("")
+    before = {str(p.relative_to(mine)): p.read_text() for p in mine.rglob("*") if p.is_file()}
+    path = os.pathsep.join([str(EXAMPLES.parent / "src"), os.environ.get("PYTHONPATH", "")])
+    args = [str(EXAMPLES / script), "--out", str(mine)]
+    if script == "torchrun_two_ranks.py":
+        args = ["-m", "torch.distributed.run", "--nproc-per-node", "1", "--master-port", str(_free_port()), *args]
+    proc = subprocess.run([sys.executable, *args], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    if script != "cuda_graph.py":  # without a GPU it stops earlier, for that reason
+        assert "compare/results_i_annotated.csv" in proc.stderr + proc.stdout, proc.stderr[-3000:]
     assert {str(p.relative_to(mine)): p.read_text() for p in mine.rglob("*") if p.is_file()} == before

@@ -10,13 +10,15 @@ Used by ``graphprobe diagnose`` (its OUT) and by the scripts under
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OwnedFilesError", "clear_owned", "manifest", "parse_manifest"]
+__all__ = ["OwnedFilesError", "claim_out", "clear_owned", "manifest", "parse_manifest", "read_listing", "record_out",
+           "write_listing"]
 
 
 class OwnedFilesError(ValueError):
@@ -104,6 +106,22 @@ def clear_owned(root: Path, names: Iterable[str], listed: list[dict[str, Any]], 
     other entry (a file not listed, a listed file that changed, a link);
     ``what`` names the folder in the message."""
     names = list(names)
+    files = _check(root, names, listed, what)
+    for rel in files:
+        os.unlink(root / rel)
+    for name in names:
+        top = root / name
+        if not top.is_dir() or top.is_symlink():
+            continue
+        for folder, _dirs, _files in os.walk(top, topdown=False, followlinks=False):
+            try:
+                os.rmdir(folder)  # only when empty: a file that arrived meanwhile stays
+            except OSError:
+                pass
+
+
+def _check(root: Path, names: list[str], listed: list[dict[str, Any]], what: str) -> list[str]:
+    """The files :func:`clear_owned` may remove; raises when anything else is there."""
     files, others = _walk(root, names)
     known = {m["path"]: m for m in listed}
     foreign = list(others)
@@ -121,14 +139,68 @@ def clear_owned(root: Path, names: Iterable[str], listed: list[dict[str, Any]], 
             f"{what}: holds {len(foreign)} file(s) an earlier run did not write or that changed since it wrote "
             f"them ({_show(foreign)}); nothing was removed: move them out (or remove them), or choose another "
             "folder", foreign)
-    for rel in files:
-        os.unlink(root / rel)
-    for name in names:
-        top = root / name
-        if not top.is_dir() or top.is_symlink():
-            continue
-        for folder, _dirs, _files in os.walk(top, topdown=False, followlinks=False):
-            try:
-                os.rmdir(folder)  # only when empty: a file that arrived meanwhile stays
-            except OSError:
-                pass
+    return files
+
+
+def read_listing(marker: Path) -> list[dict[str, Any]]:
+    """The manifest held by a marker file (JSON ``{"files": [...]}``);
+    ``[]`` for an empty or older marker. A link or a special file under the
+    marker's name is refused (:class:`OwnedFilesError`), never followed."""
+    try:
+        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise OwnedFilesError(f"{marker}: cannot be read without following a link ({e.strerror}); nothing was "
+                              "removed", [marker.name]) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OwnedFilesError(f"{marker}: is not a regular file; nothing was removed", [marker.name])
+        data = f.read()
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return []
+    return parse_manifest(parsed.get("files") if isinstance(parsed, dict) else None)
+
+
+def write_listing(marker: Path, files: list[dict[str, Any]]) -> None:
+    """Writes ``files`` (a :func:`manifest`) into the marker, through a
+    temporary file renamed onto it (a link under its name is replaced, its
+    target untouched)."""
+    from graphprobe.output_files import write_text_atomic
+
+    write_text_atomic(marker, json.dumps({"note": "written by graphprobe: a later run removes the files listed "
+                                          "here, if unchanged, and nothing else", "files": files}, indent=1) + "\n")
+
+
+def claim_out(out: str | os.PathLike[str], names: Iterable[str], marker: str, remove: bool = True) -> None:
+    """Prepares an example's ``--out``: a new or empty folder is marked; a
+    folder marked by an earlier run has the files that run listed removed
+    (unchanged ones only; :func:`clear_owned`); anything else under
+    ``names`` (a user's file, an edited one, a link) or a folder that is not
+    empty and has no marker raises :class:`OwnedFilesError`, nothing
+    removed. ``remove=False`` only checks (every rank of a job checks, one
+    removes). Call :func:`record_out` when the run is done."""
+    from graphprobe.output_files import make_dirs
+
+    root = Path(out)
+    names = list(names)
+    entries = sorted(os.listdir(root)) if root.is_dir() else []
+    if entries and marker not in entries:
+        raise OwnedFilesError(f"--out {out}: the folder holds files this example did not write and a run would "
+                              "remove or overwrite some; allowed: a new or empty folder, or one an earlier run of "
+                              "this example wrote", entries)
+    listed = read_listing(root / marker) if entries else []
+    if not remove:
+        _check(root, names, listed, f"--out {out}")
+        return
+    clear_owned(root, names, listed, f"--out {out}")
+    make_dirs(root)
+    write_listing(root / marker, [])
+
+
+def record_out(out: str | os.PathLike[str], names: Iterable[str], marker: str) -> None:
+    """Lists the files now under ``names`` in ``out``'s marker (what a later
+    :func:`claim_out` may remove)."""
+    write_listing(Path(out) / marker, manifest(Path(out), names))
