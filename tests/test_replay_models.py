@@ -92,3 +92,64 @@ def test_a_routing_flip_names_the_router(write_config, tmp_path, backend, create
     assert "integer output differs" in router["reason"]
     for path in ("experts.1", "experts.2"):  # graph mode sent token 0 to expert 1, token 1 to expert 2
         assert mods[path]["verdict"] == "inherits", mods[path]
+
+
+# ---------------------------------------------------------------- (c) optimizer.step() before dumper.step()
+
+FAULT = 1.001
+
+
+class FaultyLinear(nn.Linear):
+    """A Linear whose compiled code multiplies its output by ``FAULT``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)
+        return y * FAULT if torch.compiler.is_compiling() else y
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), FaultyLinear(16, 8))
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_an_optimizer_step_before_dumper_step_keeps_calls_judgeable(write_config, tmp_path, backend) -> None:
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    dumper = AclGraphDumper(write_config(replay=True))
+    dumper.start(model)
+    fn = model if backend is None else torch.compile(model, backend=backend, fullgraph=True)
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    for _ in range(2):
+        loss = fn(x).square().mean()
+        loss.backward()
+        opt.step()  # changes every weight before dumper.step(), as README's training loop does
+        opt.zero_grad()
+        dumper.step()
+    dumper.stop()
+    for step in (0, 1):
+        mods = _by_module(_replay_file(str(tmp_path / "dump"), step))
+        for path in ("0", "1"):
+            assert mods[path]["verdict"] == "inherits", (step, path, mods[path])
+            # Replayed with the weights the call used: exactly eager mode's arithmetic.
+            assert mods[path]["outputs"][0]["local_error"] == 0.0, (step, path, mods[path])
+        last = mods["2"]
+        if backend is None:
+            assert last["verdict"] == "inherits" and last["outputs"][0]["local_error"] == 0.0, last
+        else:
+            assert last["verdict"] == "creates", last
+            assert last["outputs"][0]["local_error"] == pytest.approx(FAULT - 1, rel=1e-2), last
+
+
+def test_a_weight_changed_outside_an_optimizer_is_still_refused(write_config, tmp_path) -> None:
+    model = _mlp()
+    dumper = AclGraphDumper(write_config(replay={"list": ["0"]}))
+    dumper.start(model)
+    with torch.no_grad():
+        model(torch.randn(2, 8))
+        model[0].weight.mul_(2)  # the user's own in-place change: its value at the call is unknown
+    dumper.step()
+    dumper.stop()
+    (only,) = _replay_file(str(tmp_path / "dump"))["modules"]
+    assert only["verdict"] == "not judged" and "parameter 0.weight changed" in only["reason"], only
+    assert "dumper.step() before optimizer.step()" not in only["reason"]

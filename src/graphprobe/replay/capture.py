@@ -10,9 +10,11 @@ with the real tensors:
 * part 0, when the call opens: the positional and keyword inputs, then the
   module's buffers (its own and its submodules', so that a KV cache or
   BatchNorm's running statistics are replayed from their values at the
-  call), then its parameters (only their version counters are read: a
-  parameter updated between the call and ``step()`` makes the call "not
-  judged");
+  call), then its parameters (only their version counters are read; a
+  ``torch.optim`` optimizer about to change a parameter a kept call used
+  makes a copy of it first, :meth:`_Store.keep_params`, so that an
+  ``optimizer.step()`` before ``dumper.step()`` leaves the call judgeable;
+  a parameter changed otherwise makes the call "not judged");
 * part 1, when the call closes: its outputs.
 
 The op copies what it keeps (``clone``) unless the memory budget of the step
@@ -36,6 +38,7 @@ from typing import Any
 
 import torch
 from torch.fx.node import has_side_effect
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.hooks import RemovableHandle
 
 from graphprobe.replay.config import ReplayConfig
@@ -106,6 +109,10 @@ class _Store:
     # The close takes its site from here, not from its own view of the arguments: a forward may change its
     # arguments (append to a list it was given), and the call would then be split over two sites.
     opens: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+    # Copies of parameters that kept calls used, made just before an optimizer changed them:
+    # (id(parameter), version at the call) -> the value then. step_params: those of the step being judged.
+    params: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+    step_params: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def site(self, key: tuple[Any, ...], make: Any) -> int:
@@ -209,10 +216,41 @@ class _Store:
             calls, self.calls = self.calls, []
             self.missing = {}
             self.opens = {}
+            self.step_params, self.params = self.params, {}
             kept = [c for site_calls in self.captured.values() for c in site_calls]
             calls.extend(kept)
             self.used = sum(c.nbytes for c in kept)
             return calls
+
+    def keep_params(self, modules: dict[str, weakref.ref[torch.nn.Module]], owned: set[int]) -> None:
+        """Copies the parameters in ``owned`` (an optimizer's, about to be
+        changed) that this step's kept calls used and that still hold the
+        value the call saw; within the budget (a call whose parameter could
+        not be kept is "not judged" at ``step()``)."""
+        if not (self.active and owned):
+            return
+        with self.lock:
+            calls = [c for c in self.calls if c.param_versions and not c.captured]
+            by_path: dict[str, dict[str, torch.nn.Parameter]] = {}
+            for call in calls:
+                info = self.sites[call.site]
+                if info.path not in by_path:
+                    ref = modules.get(info.path)
+                    module = ref() if ref is not None else None
+                    by_path[info.path] = dict(module.named_parameters()) if module is not None else {}
+                params = by_path[info.path]
+                for name, version in zip(info.params, call.param_versions or []):
+                    p = params.get(name)
+                    if p is None or id(p) not in owned or version < 0 or _version(p) != version:
+                        continue
+                    key = (id(p), version)
+                    if key in self.params:
+                        continue
+                    nbytes = p.numel() * p.element_size()
+                    if self.used + nbytes > self.budget:
+                        continue
+                    self.used += nbytes
+                    self.params[key] = p.detach().clone()
 
     def reset(self) -> None:
         """Forgets every kept call, the captured ones too."""
@@ -220,6 +258,8 @@ class _Store:
             self.calls = []
             self.missing = {}
             self.opens = {}
+            self.params = {}
+            self.step_params = {}
             self.captured = {}
             self.used = 0
 
@@ -368,6 +408,7 @@ class ReplayWiring:
         STORE.budget = config.memory_mb * 2**20
         STORE.reset()
         STORE.active = True
+        self._handles.append(register_optimizer_step_pre_hook(_before_optimizer(self.modules)))
 
     def remove(self) -> None:
         """Removes the hooks and forgets the kept calls."""
@@ -377,6 +418,20 @@ class ReplayWiring:
         STORE.active = False
         STORE.recording = True
         STORE.reset()
+
+
+def _before_optimizer(modules: dict[str, weakref.ref[torch.nn.Module]]) -> Any:
+    """A global optimizer step pre-hook: keeps the parameters the step's kept
+    calls used before the optimizer changes them. Never raises."""
+
+    def hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        try:
+            owned = {id(p) for group in optimizer.param_groups for p in group["params"]}
+            STORE.keep_params(modules, owned)
+        except Exception as exc:  # a probe must never break the user's training step
+            _warn_once(f"graphprobe: replay could not keep the parameters before an optimizer step: {exc}")
+
+    return hook
 
 
 def _gather(module: torch.nn.Module, names: tuple[str, ...], kind: str) -> list[torch.Tensor]:

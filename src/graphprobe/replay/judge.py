@@ -481,12 +481,19 @@ class _Copies:
         self.native = copy.deepcopy(module)
         _strip_hooks(self.native, user_hooks)
         self._f64: torch.nn.Module | None = None
+        self.prefix = ""  # this view's path in the copied module, with a trailing "."
+        # Which value each parameter of the copies holds (by its path in the copied module): absent, the
+        # value at step(); else the version of a kept earlier value (an optimizer changed it since the call).
+        self.loaded: dict[str, int] = {}
+        self.loaded64: dict[str, int] = {}
 
     def f64(self) -> torch.nn.Module:
         """The float64 copy, made on first use."""
         if self._f64 is None:
             device = next((t.device for t in self.native.parameters()), torch.device("cpu"))
             self._f64 = copy.deepcopy(self.native).to(device=_f64_device(device), dtype=torch.float64)
+            self.loaded64.clear()
+            self.loaded64.update(self.loaded)  # made from the native copy's values of now
         return self._f64
 
     def sub(self, rel: str) -> _Copies:
@@ -496,6 +503,8 @@ class _Copies:
         view = _Copies.__new__(_Copies)
         view.native = self.native.get_submodule(rel)
         view._f64 = None
+        view.prefix = rel + "."
+        view.loaded, view.loaded64 = self.loaded, self.loaded64
         parent = self
 
         def f64() -> torch.nn.Module:
@@ -503,6 +512,24 @@ class _Copies:
 
         view.f64 = f64  # type: ignore[method-assign]
         return view
+
+
+def _load_params(module: torch.nn.Module, loaded: dict[str, int], prefix: str, names: tuple[str, ...],
+                 live: dict[str, torch.Tensor], kept: dict[str, tuple[int, torch.Tensor]]) -> None:
+    """Puts into a copy the parameters a call used: ``kept`` (name -> the
+    version at the call and its value, copied before an optimizer changed
+    it), else the value at ``step()`` (``live``); copies only what differs
+    from what the copy holds."""
+    for name in names:
+        version, value = kept.get(name, (None, live.get(name)))
+        if value is None or loaded.get(prefix + name) == version:
+            continue
+        with torch.no_grad():
+            module.get_parameter(name).copy_(value)
+        if version is None:
+            loaded.pop(prefix + name, None)
+        else:
+            loaded[prefix + name] = version
 
 
 def _fmt(x: float | None) -> str:
@@ -634,6 +661,7 @@ class _Judge:
         self.config = config
         self.step_dir = step_dir
         self.file_names: set[str] = set()
+        self.kept_params: dict[int, dict[str, tuple[int, torch.Tensor]]] = {}  # id(call) -> _load_params' kept
 
     def run(self, calls: list[Call]) -> list[dict[str, Any]]:
         numbered: list[tuple[Call, Site, int]] = []
@@ -647,7 +675,8 @@ class _Judge:
         by_module: dict[str, list[int]] = {}
         for i, (_, site, _) in enumerate(numbered):
             by_module.setdefault(site.path, []).append(i)
-        budget_left = STORE.budget - sum(c.nbytes for c in calls)
+        budget_left = (STORE.budget - sum(c.nbytes for c in calls)
+                       - sum(t.numel() * t.element_size() for t in STORE.step_params.values()))
         # Modules are copied once per step, at the outermost replayed module
         # (a root); its replayed submodules run on parts of that copy.
         roots: dict[str, list[str]] = {}
@@ -704,12 +733,20 @@ class _Judge:
             return f"not judged: module {site.path} no longer exists"
         if call.param_versions is not None and not call.captured:
             params = dict(module.named_parameters())
+            kept: dict[str, tuple[int, torch.Tensor]] = {}
             for name, version in zip(site.params, call.param_versions):
                 p = params.get(name)
-                if p is None or (version >= 0 and _version(p) != version):
-                    return (f"not judged: parameter {site.path}.{name} changed between the call and step() (an "
-                            "optimizer step before dumper.step()?); replay needs the weights the call used: call "
-                            "dumper.step() before optimizer.step()")
+                if p is not None and (version < 0 or _version(p) == version):
+                    continue
+                value = STORE.step_params.get((id(p), version)) if p is not None else None
+                if value is None:
+                    return (f"not judged: parameter {site.path}.{name} changed between the call and step(), and "
+                            "its value at the call was not kept: replay keeps it when a torch.optim optimizer's "
+                            "step() is about to change it, within replay.memory_mb; an in-place change of the "
+                            "user's own, or a parameter replaced, is not")
+                kept[name] = (version, value)
+            if kept:
+                self.kept_params[id(call)] = kept
         return ""
 
     def _copies(self, path: str, budget_left: int) -> _Copies | str:
@@ -740,12 +777,22 @@ class _Judge:
         inputs = call.inputs
         args = _rebuild(site.args, inputs)
         kwargs = _rebuild(site.kwargs, inputs)
+        kept = self.kept_params.get(id(call), {})
+        # Parameters are only put in when some call of the step used values an optimizer changed since.
+        params_differ = bool(kept or copies.loaded or copies.loaded64)
+        live: dict[str, torch.Tensor] = {}
+        if params_differ:
+            ref = self.wiring.modules.get(site.path)
+            module = ref() if ref is not None else None
+            live = {n: p.detach() for n, p in module.named_parameters()} if module is not None else {}
         rng = _rng_state()
         own = _generator_states(copies.native)
         written: list[str] = []
         hooks_off = not self.config.user_hooks
         try:
             _set_buffers(copies.native, site.buffers, call.buffers)
+            if params_differ:
+                _load_params(copies.native, copies.loaded, copies.prefix, site.params, live, kept)
             with _global_hooks_off(hooks_off):
                 eager = _run(copies.native, _clone_tree(args), _clone_tree(kwargs))
             written = _written_buffers(copies.native, site.buffers, call.buffers)
@@ -769,6 +816,8 @@ class _Judge:
             model64 = copies.f64()
             own64 = _generator_states(model64)
             _set_buffers(model64, site.buffers, call.buffers)
+            if params_differ:
+                _load_params(model64, copies.loaded64, copies.prefix, site.params, live, kept)
             with _global_hooks_off(hooks_off):
                 f64 = _flat_tensors(_run(model64, _to64(args), _to64(kwargs)), [])
         except Exception as exc:
@@ -812,8 +861,12 @@ def judge_step(wiring: ReplayWiring, config: ReplayConfig, step_dir: str | None)
     kept, or ``step_dir`` is None: ``step(dump=False)`` discards them)."""
     calls = STORE.take()
     if step_dir is None or not calls:
+        STORE.step_params = {}
         return None
-    modules = _Judge(wiring, config, step_dir).run(calls)
+    try:
+        modules = _Judge(wiring, config, step_dir).run(calls)
+    finally:
+        STORE.step_params = {}
     doc = {"version": FORMAT_VERSION, "error": "norm_relative", "modules": modules}
     make_dirs(step_dir)
     path = os.path.join(step_dir, "replay.json")
