@@ -389,6 +389,42 @@ def _diagnose(tmp_path: Path, fault: str) -> tuple[int, dict, Path]:
     return proc.returncode, json.loads((out / "diagnosis.json").read_text()), out
 
 
+CLEAN = textwrap.dedent('''
+    import torch
+    from graphprobe import AclGraphDumper
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    dumper = AclGraphDumper()
+    dumper.start(model)
+    with torch.no_grad():
+        for step in range(2):
+            model(torch.randn(3, 8, generator=torch.Generator().manual_seed(step)))
+            dumper.step()
+    dumper.stop()
+''')
+
+
+@pytest.mark.slow
+def test_nothing_diverges_exits_0_after_the_screen(tmp_path):
+    # The same eager computation as target and reference (no torch.compile in the script): the reference is
+    # independent of the tool, bit-identical runs. The issue #36 mutation pass: this branch never ran in a test.
+    script = tmp_path / "clean.py"
+    script.write_text(CLEAN)
+    out = tmp_path / "diag"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    proc = subprocess.run([PY, "-m", "graphprobe", "diagnose", "-o", str(out), "--", PY, str(script)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert proc.returncode == 0, (d.get("error"), proc.stdout[-3000:])
+    assert d["first_divergence"] is None and d["origin"] is None and d["attribution"] is None and d["error"] is None
+    assert d["bisect_skipped"] == "nothing diverges" and d["conclusion"].startswith("no divergence")
+    assert [c["stage"] for c in d["commands"]] == ["screen-reference", "screen-target"]
+    assert len(d["screen"]["pairs"]) == 2  # both steps compared
+    check_schema(d)
+    assert "no divergence" in proc.stdout
+
+
 @pytest.mark.slow
 @gated
 def test_acceptance_inductor_relu_fault(tmp_path):

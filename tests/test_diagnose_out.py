@@ -260,3 +260,73 @@ def test_repro_keeps_whole_definitions_and_single_bindings():
                                 "Y": "Y = 2\nimport os"})
     assert "import torch.nn as nn" in lines and "E = float('inf')" in lines
     assert "import os" not in lines and lines.count("left out") == 2
+
+
+# ----------------------------------------------------------------------------- issue #37 (c), (d): what is said
+
+def _verdict(module: str, verdict: str, reason: str = ""):
+    from graphprobe.diagnose.replay_files import ModuleVerdict
+
+    err = 0.5 if verdict == "creates" else 0.0
+    outputs = [] if verdict == "not judged" else [{"index": 0, "local_error": err, "eager_local_error": 0.0,
+                                                   "float64_error": err, "floor": 1e-4}]
+    return ModuleVerdict(module, f"Module.{module}.X.forward.0", verdict, reason, 0, "f", outputs)
+
+
+CACHE = "not judged: input_kwargs['past_key_values'] is a DynamicCache, which replay cannot copy"
+
+
+def test_no_summary_says_outside_the_scope_while_a_module_in_it_was_not_judged():
+    from graphprobe.diagnose.attribute import pick_origin
+
+    # A decoder layer's attention could not be judged (its cache); its projections inherit; the MLP inherits.
+    mods = [_verdict("layers.0.self_attn", "not judged", CACHE), _verdict("layers.0.self_attn.q_proj", "inherits"),
+            _verdict("layers.0.self_attn.o_proj", "inherits"), _verdict("layers.0.mlp", "inherits")]
+    origin, why = pick_origin(mods)
+    assert origin is None
+    assert "outside the scope" not in why
+    assert "layers.0.self_attn could not be judged (input_kwargs['past_key_values'] is a DynamicCache" in why
+    assert "the error is then in layers.0.self_attn's own code" in why
+    assert "not judged: not judged" not in why
+    # A module not judged with no judged submodule: named with its reason, no claim about its own code.
+    origin, why = pick_origin([_verdict("a", "inherits"), _verdict("b", "not judged", "not judged: dropout")])
+    assert origin is None and "outside the scope" not in why and "b could not be judged (dropout)" in why
+    assert "own code" not in why
+    # Everything judged and inheriting: then, and only then, the error comes from outside the scope.
+    assert "outside the scope" in pick_origin([_verdict("a", "inherits"), _verdict("a.b", "inherits")])[1]
+    # Nothing judged: each module and its reason.
+    why = pick_origin([_verdict("a", "not judged", CACHE), _verdict("a.b", "not judged", "not judged: x")])[1]
+    assert "a: input_kwargs" in why and "a.b: x" in why and "not judged: not judged" not in why
+
+
+def test_an_origin_with_unjudged_submodules_names_their_reasons():
+    from graphprobe.diagnose.attribute import pick_origin
+
+    origin, why = pick_origin([_verdict("blk", "creates"), _verdict("blk.a", "not judged", CACHE)])
+    assert origin.module == "blk" and "blk.a (input_kwargs['past_key_values'] is a DynamicCache" in why
+
+
+def test_attribute_prints_not_judged_once(tmp_path):
+    from graphprobe.diagnose.attribute import attribute
+    from graphprobe.diagnose.screen import FirstDivergence
+
+    script = tmp_path / "s.py"
+    script.write_text(textwrap.dedent(f'''
+        import json, os
+        cfg = json.load(open(os.environ["GRAPHPROBE_CONFIG"]))
+        leaf = os.path.join(cfg["dump_path"], "step0", "pid1")
+        os.makedirs(leaf)
+        open(os.path.join(leaf, "dump.json"), "w").write("{{}}")
+        mods = [{{"module": "blk", "entry": "Module.blk.B.forward.0", "verdict": "not judged",
+                  "reason": {CACHE!r}, "outputs": []}},
+                {{"module": "blk.lin", "entry": "Module.blk.lin.L.forward.0", "verdict": "inherits", "reason": "",
+                  "outputs": [{{"index": 0, "local_error": 0.0, "eager_local_error": 0.0, "float64_error": 0.0,
+                               "floor": 1e-4}}]}}]
+        json.dump({{"version": 1, "modules": mods}}, open(os.path.join(leaf, "replay.json"), "w"))
+    '''))
+    said: list[str] = []
+    first = FirstDivergence(0, "Module.blk.B.forward.0", "blk", "B", ("output",), "")
+    res = attribute(Runner(tmp_path / "logs"), tmp_path, [PY, str(script)], first, None, said.append)
+    text = "\n".join(said)
+    assert "blk: not judged: input_kwargs" in text and "not judged: not judged" not in text, text
+    assert res.origin is None and "blk's own code" in res.why

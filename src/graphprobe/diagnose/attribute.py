@@ -14,7 +14,7 @@ from graphprobe.diagnose.entries import within
 from graphprobe.diagnose.replay_files import ModuleVerdict, find_replays, read_replay, worst
 from graphprobe.diagnose.screen import FirstDivergence, StageError, check_run
 
-__all__ = ["AttributeResult", "attribute", "pick_origin", "replay_scope"]
+__all__ = ["AttributeResult", "attribute", "pick_origin", "replay_scope", "why_not_judged"]
 
 
 @dataclass
@@ -54,23 +54,64 @@ def replay_scope(first: FirstDivergence) -> tuple[str, str]:
     return first.module, f"{first.module} and its submodules are replayed"
 
 
+def why_not_judged(m: ModuleVerdict) -> str:
+    """A "not judged" module's reason without the verdict repeated (replay's
+    reasons start with ``not judged:``)."""
+    reason = m.reason.strip()
+    if reason.lower().startswith("not judged:"):
+        reason = reason[len("not judged:"):].strip()
+    return reason or "replay gave no reason"
+
+
+def _no_origin(modules: list[ModuleVerdict]) -> str:
+    """Why no module is the origin when none creates the error: "outside
+    the scope" only when every module in it was judged; else exactly which
+    could not be, and why, and for one whose judged submodules all inherit,
+    that the error is then in its own code (outside those submodules)."""
+    judged = [m for m in modules if m.verdict != "not judged"]
+    unjudged = [m for m in modules if m.verdict == "not judged"]
+    if not judged:
+        return "no replayed module could be judged: " + "; ".join(
+            f"{m.module or '(model)'}: {why_not_judged(m)}" for m in unjudged)
+    if not unjudged:
+        return "every replayed module inherits its error: the divergence comes from outside the scope"
+    # The deepest unjudged modules (none of their own submodules unjudged) say the most.
+    deepest = [u for u in unjudged if not any(o is not u and o.module != u.module and within(o.module, u.module)
+                                              for o in unjudged)]
+    parts = []
+    for u in deepest:
+        name = u.module or "(model)"
+        kids = [m.module for m in judged if m.module != u.module and within(m.module, u.module)]
+        if kids:
+            parts.append(f"{name} could not be judged ({why_not_judged(u)}) and its judged submodules "
+                         f"({', '.join(kids)}) inherit their error: the error is then in {name}'s own code, "
+                         "outside those submodules")
+        else:
+            parts.append(f"{name} could not be judged ({why_not_judged(u)})")
+    others = [m.module or "(model)" for m in unjudged if m not in deepest]
+    if others:
+        parts.append(f"not judged either, as they hold the above: {', '.join(others)}")
+    names = [m.module or "(model)" for m in judged]
+    parts.append("judged, and each inherits its error: " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else ""))
+    return ("no judged module creates the error, and not every module in the scope could be judged, so the "
+            "origin cannot be named: " + "; ".join(parts))
+
+
 def pick_origin(modules: list[ModuleVerdict]) -> tuple[ModuleVerdict | None, str]:
     """The deepest module that creates the error: one judged "creates"
-    none of whose submodules is; the first in call order when several."""
+    none of whose submodules is; the first in call order when several.
+    None, with the reason (:func:`_no_origin`), when none creates it."""
     creates = [m for m in modules if m.verdict == "creates"]
     if not creates:
-        judged = [m for m in modules if m.verdict != "not judged"]
-        if not judged:
-            return None, "no replayed module could be judged (see each module's reason)"
-        return None, "every replayed module inherits its error: the divergence comes from outside the scope"
+        return None, _no_origin(modules)
     leaves = [m for m in creates if not any(o is not m and within(o.module, m.module) for o in creates)]
     origin = leaves[0]
     others = [m.module for m in leaves[1:]]
-    unjudged = [m.module for m in modules if m.verdict == "not judged" and m.module != origin.module
-                and within(m.module, origin.module)]
+    unjudged = [f"{m.module} ({why_not_judged(m)})" for m in modules if m.verdict == "not judged"
+                and m.module != origin.module and within(m.module, origin.module)]
     if unjudged:
-        why = (f"{origin.module} creates the error and none of its judged submodules does; not judged (see their "
-               f"reason), so the error may be theirs: {', '.join(unjudged)}")
+        why = (f"{origin.module} creates the error and none of its judged submodules does; not judged, so the "
+               f"error may be theirs: {'; '.join(unjudged)}")
     else:
         why = f"{origin.module} creates the error and none of its submodules does"
     if others:
@@ -110,5 +151,5 @@ def attribute(runner: Runner, out: Path, target_cmd: list[str], first: FirstDive
     for m in result.modules:
         le = m.error("local_error")
         say(f"    {m.module or '(model)'}: {m.verdict}" + (f" (local error {le:.3g})" if le is not None else "")
-            + ("" if m.verdict != "not judged" else f": {m.reason}"))
+            + ("" if m.verdict != "not judged" else f": {why_not_judged(m)}"))
     return result

@@ -135,7 +135,7 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
         d["origin"] = at.origin_json()
         if at.origin is None:
             say(f"  no origin: {at.why}")
-            d["conclusion"] = f"{first.entry} diverges, but no replayed module creates the error: {at.why}"
+            d["conclusion"] = f"{first.entry} diverges, but no origin could be named: {at.why}"
             d["bisect_skipped"] = "no origin module"
             return code, d
         say(f"  origin: {at.origin.module} ({at.why})")
