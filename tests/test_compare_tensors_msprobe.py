@@ -152,18 +152,20 @@ def test_msprobes_rules_on_the_first_output(pair: tuple[Path, Path, list[dict[st
 
 
 def test_unreadable_and_complex_files_are_unsupported(tmp_path: Path) -> None:
-    """msprobe writes "unsupported" for a file it cannot read; the reason goes
-    to Err_message, Result stays msprobe's (pass)."""
+    """msprobe writes "unsupported" for a file it cannot read or a dtype it
+    does not support; the reason goes to Err_message. A file that cannot be
+    read was not compared: Result error (msprobe passes it; issue 36 item 17),
+    while an unsupported dtype keeps msprobe's pass."""
     target, bench = unpack(tmp_path)
     name = "Functional.gelu.0.forward.input.0.pt"
     (target / "dump_tensor_data" / name).write_bytes(b"not a torch.save archive")
     torch.save(torch.ones(2, dtype=torch.complex64), bench / "dump_tensor_data" / "Functional.relu.0.forward.input.0.pt")
     rows = {r["NPU Name"]: r for r in read_csv(ours_csv(target, bench, tmp_path / "out"))}
-    for row_name, why in (("Functional.gelu.0.forward.input.0", "not a readable torch.save archive"),
-                          ("Functional.relu.0.forward.input.0", "not supported")):
+    for row_name, why, result in (("Functional.gelu.0.forward.input.0", "not a readable torch.save archive", "error"),
+                                  ("Functional.relu.0.forward.input.0", "not supported", "pass")):
         row = rows[row_name]
         assert [row[c] for c in METRICS] == ["unsupported"] * 6
-        assert row["Result"] == "pass"
+        assert row["Result"] == result
         assert any(why in m for m in json.loads(row["Err_message"])), row["Err_message"]
 
 

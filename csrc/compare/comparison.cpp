@@ -60,8 +60,11 @@ void finish_tensor_compare(CompareResult& result, const CompareOptions& options)
     }
     apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts,
                    RuleSet::kRealData);
+    // A row without metrics whose status says error (a tensor file that
+    // exists but cannot be read) was not compared: never msprobe's pass.
     for (CompareRow& r : result.rows)
-      for (const auto& n : r.tensor.notes) r.raise(Verdict::kPass, n);
+      for (const auto& n : r.tensor.notes)
+        r.raise(r.tensor.status == TensorStatus::kMismatch ? Verdict::kError : Verdict::kPass, n);
   } else {
     apply_tensor_verdicts(result.target, result.rows, options.thresholds);
   }

@@ -14,7 +14,7 @@ tensor dumps). Two layouts (``tensor_layout``, CLI ``--tensor-layout``):
   engine writes msprobe's real-data CSV and judges by its real-data rules
   (One Thousandth Err Ratio and Cosine in place of NormRelativeErr). A
   missing or unreadable file gives "unsupported" cells, as in msprobe, with
-  the reason in Err_message.
+  the reason in Err_message (an unreadable one Result error, below).
 * ``graphprobe``: the statistics CSV and rules, with the six columns
   appended (``_C.tensor_metrics``, definitions below) and graphprobe's tensor
   rules (``Thresholds``) on top:
@@ -37,11 +37,16 @@ Five Thousandths Err Ratio share of elements with relative error < 0.005
   Positions where both sides hold the same non-finite value count as 0 vs 0;
   any other non-finite position makes every metric nan. float8 and
   uint16/32/64 tensors are read as float64. Rows whose records or files
-  differ in dtype or shape get no metrics and Result error; rows whose files
-  are missing or unreadable (a file whose sizes claim more than it holds is
-  unreadable), or of a dtype without these metrics (complex,
-  float4_e2m1fn_x2, bits), get no metrics and Result warning; the reason goes
-  to Err_message.
+  differ in dtype or shape get no metrics and Result error, so do rows whose
+  files are unreadable (a file whose sizes claim more than it holds is
+  unreadable); rows whose files are missing, or of a dtype without these
+  metrics (complex, float4_e2m1fn_x2, bits), get no metrics and Result
+  warning; the reason goes to Err_message.
+
+A row whose tensor file exists but cannot be read (not a torch.save archive,
+or one whose pickle claims more elements than its storage holds) is Result
+error in both layouts, the reader's reason in Err_message: a row that could
+not be compared is never a pass (msprobe passes it).
 
 Either way the rules run in the C++ engine
 (``CompareResult.finish_tensor_compare``).
@@ -75,6 +80,9 @@ _KEYS = (
     "five_thousandths_err_ratio",
 )
 _NONE: tuple[float | None, ...] = (None,) * len(_KEYS)
+# The engine's status for a row without metrics whose Result is error: a
+# file that exists and cannot be read was not compared, so it must not pass.
+_UNREADABLE = "mismatch"
 
 
 def _load_native() -> tuple[Any | None, str | None]:
@@ -136,7 +144,7 @@ def row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any | None,
     except native.TensorMismatchError as e:
         return "mismatch", _NONE, [str(e)]
     except OSError as e:  # TensorFileError, or the file vanished
-        return "unavailable", _NONE, [str(e)]
+        return _UNREADABLE, _NONE, [str(e)]
     return "computed", tuple(d[k] for k in _KEYS), list(d["notes"])
 
 
@@ -153,8 +161,10 @@ def msprobe_row_metrics(row: Any, target_dir: Path, bench_dir: Path, native: Any
         return "computed", _UNSUPPORTED, files
     try:
         d = native.msprobe_real_data(*files)
-    except (native.TensorMismatchError, OSError) as e:  # OSError: TensorFileError, or the file vanished
+    except native.TensorMismatchError as e:
         return "computed", _UNSUPPORTED, [str(e)]
+    except OSError as e:  # TensorFileError, or the file vanished: msprobe's cells, never its pass
+        return _UNREADABLE, _UNSUPPORTED, [str(e)]
     return "computed", tuple(d["cells"]), list(d["notes"])
 
 
