@@ -30,6 +30,21 @@ import real_models as rm
 SWITCH_BACKEND = "aot_eager"
 
 
+# Clean eager-vs-inductor pairs. Inference: one forward. Training: two AdamW
+# steps, both compared (each a pair); the key-projection biases (BERT, ViT,
+# OPT, DistilBERT, GPT-2's fused c_attn) and the final LayerNorms / norms
+# (OPT, GPT-2, GPT-NeoX, ViT, Llama, Mistral) are among them.
+CLEAN = [
+    ("gpt2", "fp32", "L0"), ("gpt2", "bf16", "mix"), ("gpt_neox", "fp32", "mix"), ("gpt_neox", "bf16", "L0"),
+    ("llama", "fp32", "mix"), ("llama", "bf16", "L0"), ("mistral", "fp32", "L0"), ("mistral", "bf16", "mix"),
+    ("opt", "fp32", "mix"), ("opt", "bf16", "L0"), ("bert", "fp32", "L0"), ("bert", "bf16", "mix"),
+    ("distilbert", "fp32", "mix"), ("vit", "bf16", "L0"), ("moe", "fp32", "mix"), ("qwen2", "bf16", "mix"),
+]
+CLEAN_TRAIN = [
+    ("bert", "fp32", "L0"), ("bert", "bf16", "mix"), ("vit", "fp32", "mix"), ("opt", "fp32", "L0"),
+    ("opt", "bf16", "mix"), ("distilbert", "fp32", "L0"), ("llama", "fp32", "L0"), ("gpt2", "fp32", "mix"),
+]
+
 def loss_of(out: Any) -> torch.Tensor:
     """A scalar loss from every floating output (a parameter whose output
     the loss left out has ``p.grad`` None in eager mode but zeros under
