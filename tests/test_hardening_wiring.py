@@ -172,3 +172,88 @@ def test_custom_api_naming_a_class_is_refused_at_start_and_isinstance_keeps_work
     assert "class torch.nn.modules.linear.Linear" in text and "function or method" in text, text
     assert torch.nn.Linear is original and isinstance(model.a, torch.nn.Linear)
     assert not model.a._forward_pre_hooks  # nothing wired
+
+
+def test_tensor_task_stop_without_step_leaves_no_failure_for_the_next_dumper(write_config, tmp_path):
+    # Before: stop() removed the staging folder while the writer still held the forward's staged tensors;
+    # their failed writes were raised by the next dumper's correct step(), naming the first dumper's files.
+    import os
+
+    import graphprobe
+
+    torch.manual_seed(0)
+    model = Net()
+    busy = torch.zeros(16 << 20)  # 64 MiB per file: the writer is still busy when stop() comes
+    first = AclGraphDumper(write_config(task="tensor", dump_path=str(tmp_path / "first")))
+    first.start(model)
+    for i in range(4):
+        graphprobe.acl_save(busy, str(tmp_path / "busy" / f"b{i}.pt"))
+    model(torch.randn(3, 4))  # staged tensors queued behind the saves
+    with pytest.warns(RuntimeWarning, match="never written"):
+        first.stop()  # no step(): the records are dropped, with a warning
+    assert not [p for p in os.listdir(tmp_path / "first") if p.startswith(".staging")]
+    second = AclGraphDumper(write_config(task="tensor", dump_path=str(tmp_path / "second")))
+    second.start(model)
+    try:
+        model(torch.randn(3, 4))
+        second.step()
+        second.flush()
+    finally:
+        second.stop()
+    graphprobe.flush()  # nothing left over either
+    assert sorted(os.listdir(tmp_path / "busy")) == [f"b{i}_0.pt" for i in range(4)]
+    (proc,) = os.listdir(tmp_path / "second" / "step0")
+    assert os.listdir(tmp_path / "second" / "step0" / proc / "dump_tensor_data")
+
+
+class AsksIfCompiling(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        for _ in range(3):
+            if torch.compiler.is_compiling():
+                h = h * 2
+        return self.b(torch.relu(h))
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_custom_api_records_only_the_calls_of_user_code(write_config, read_step, tmp_path, level, monkeypatch):
+    # Before: with torch.compiler.is_compiling in tensor.custom_api, the calls made by graphprobe's own hooks
+    # and probes were recorded too (93 records at mix for 3 calls of the user).
+    import os
+    import sys
+
+    package = os.path.dirname(sys.modules["graphprobe"].__file__) + os.sep
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    user_calls = 0
+    original = torch.compiler.is_compiling
+
+    def spy() -> bool:
+        """Counts the calls whose nearest caller outside torch (and outside
+        the custom_api wrapper, which calls this spy) is not graphprobe."""
+        nonlocal user_calls
+        frame = sys._getframe(1)
+        while frame is not None and (frame.f_code.co_filename.startswith(torch_dir)
+                                     or frame.f_code.co_name == "wrapped"):
+            frame = frame.f_back
+        if frame is not None and not frame.f_code.co_filename.startswith(package):
+            user_calls += 1
+        return original()
+
+    monkeypatch.setattr(torch.compiler, "is_compiling", spy)  # graphprobe wraps the spy
+    model = AsksIfCompiling()
+    dumper = _start(write_config, model, task="tensor", level=level,
+                    tensor={"custom_api": ["torch.compiler.is_compiling"], "layout": "dump_json"})
+    try:
+        model(torch.randn(2, 4, requires_grad=True)).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    recorded = [k for k in data if k.startswith("is_compiling.")]
+    assert user_calls >= 3
+    assert len(recorded) == user_calls, (user_calls, recorded)

@@ -102,11 +102,15 @@ class _Wired:
 
     def unwire(self) -> None:
         """Removes the wiring and makes the engine forget this dumper's
-        sites; idempotent. Files of finished steps are still written."""
+        sites; idempotent. Files of finished steps are still written; the
+        tensors staged since the last ``step()`` are dropped after the
+        writer is done with them (see :meth:`_discard_staged`)."""
         for w in self.wiring:
             w.remove()
         self.wiring.clear()
         if AclGraphDumper._live is self:
+            if self.staging is not None:
+                self._discard_staged()
             AclGraphDumper._live = None
             _C.set_active(False)
             _C.set_enabled(True)
@@ -115,6 +119,21 @@ class _Wired:
             if self.staging is not None:
                 _C.set_tensor_staging(None)
             _C.set_checksums(False)
+
+    def _discard_staged(self) -> None:
+        """Tensor task without a last ``step()``: the probes have queued
+        writes into the staging folder that no step job follows, so
+        :meth:`drop_staging` would remove the folder under them and their
+        failures would reach the next dumper's ``step()``. Those not yet
+        written are dropped, and a job that clears the staging after the
+        rest is queued (a discarded step: ``step(dump=False)``); its number
+        becomes ``write_seq``, which drop_staging and stop() wait for."""
+        if self.staging is None:
+            return
+        _C.writer_cancel(self.staging + os.sep, self.write_seq)
+        summary = _C.finish_step(None, "tensor", "")
+        if summary["write_seq"] >= 0:
+            self.write_seq = summary["write_seq"]
 
     def drop_staging(self) -> None:
         """Removes the staging folder once the writer has moved every staged

@@ -90,7 +90,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from graphprobe.wiring import api_backward, backward
+from graphprobe.wiring import api_backward, backward, own_calls
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output
 from graphprobe.wiring.symbolic import concrete_numbers
 
@@ -347,12 +347,17 @@ class _ApiMode(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        if kwargs is None:
-            kwargs = {}
+        own_calls.enter()  # the probes' own torch calls are not the user's (tensor.custom_api)
+        try:
+            return self._probe_call(func, args, {} if kwargs is None else kwargs)
+        finally:
+            own_calls.leave()
+
+    def _probe_call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         found = self.lookup(func)
         # is_compiling() first: dynamo folds it, and never traces the frame walk.
         if found is None or (not torch.compiler.is_compiling() and _called_by_compiled_code()):
-            return func(*args, **kwargs)
+            return own_calls.outside(func, args, kwargs)
         entry, layout = found
         # The mode is off while its __torch_function__ runs, so neither the
         # probes nor the APIs that ``func`` calls internally come back here.
@@ -368,7 +373,7 @@ class _ApiMode(TorchFunctionMode):
             wrapped = api_backward.wrap_inputs(entry, site, bound[0], bound[1])
             if wrapped is not None:
                 args, kwargs, grad_entry = wrapped
-        out = func(*args, **kwargs)
+        out = own_calls.outside(func, args, kwargs)
         probe_output(entry, concrete_numbers(out) if torch.compiler.is_compiling() else out)
         if grad_entry is not None:
             return backward.wrap_output(grad_entry, out)

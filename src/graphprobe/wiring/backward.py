@@ -51,7 +51,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.hooks import RemovableHandle
 
 from graphprobe._ops import _C, record_stats
-from graphprobe.wiring import probe, slicing
+from graphprobe.wiring import own_calls, probe, slicing
 
 __all__ = ["GradProbe", "ParamGradRecorder", "backward_entry", "in_recomputation", "wrap_inputs", "wrap_output"]
 
@@ -115,10 +115,14 @@ class GradProbe(torch.autograd.Function):
         # statistics.slice applies to gradients as to every recorded tensor
         # (msprobe's eager dumper slices each tensor it analyses); the view
         # is recorded, the whole gradient passed on.
-        if torch.compiler.is_compiling():
-            record_stats(slicing.sliced([grad])[0], ctx.site, ctx.index)
-        else:
-            _record_eager(grad, ctx.site, ctx.index)
+        own_calls.enter()  # the probe's own torch calls are not the user's (tensor.custom_api)
+        try:
+            if torch.compiler.is_compiling():
+                record_stats(slicing.sliced([grad])[0], ctx.site, ctx.index)
+            else:
+                _record_eager(grad, ctx.site, ctx.index)
+        finally:
+            own_calls.leave()
         return grad, None, None
 
 
@@ -368,7 +372,11 @@ class ParamGradRecorder:
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         # Eager even inside a compiled optimizer step: the gradients are read
         # now, before the step changes anything.
-        self.record(True, reset=False)
+        own_calls.enter()
+        try:
+            self.record(True, reset=False)
+        finally:
+            own_calls.leave()
 
     def _count(self, p: torch.Tensor) -> None:
         self._passes[id(p)] = self._passes.get(id(p), 0) + 1
@@ -418,7 +426,11 @@ def record_parameter_grads(wiring: list[Any], record: bool) -> None:
     """``step()``: records (``record``) the parameter gradients of every
     module wiring that has a :class:`ParamGradRecorder`, and starts counting
     backward passes anew (a discarded or switched-off step only resets)."""
-    for w in wiring:
-        recorder = getattr(w, "param_grads", None)
-        if recorder is not None:
-            recorder.record(record)
+    own_calls.enter()
+    try:
+        for w in wiring:
+            recorder = getattr(w, "param_grads", None)
+            if recorder is not None:
+                recorder.record(record)
+    finally:
+        own_calls.leave()

@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 import torch
 
+from graphprobe.wiring import own_calls
 from graphprobe.wiring.probe import probe_inputs, probe_output, safe_text
 from graphprobe.wiring.symbolic import concrete_numbers
 
@@ -109,22 +110,12 @@ def resolve(index: int, path: str) -> CustomApiTarget:
                          'e.g. "my_package.ops.reshape_and_cache"')
 
 
-# True while a wrapper runs graphprobe's probe code. The probes call torch
-# themselves (torch.empty for a part without tensors in a traced graph,
-# values() of a nested or sparse tensor): a wrapped API among those would
-# call its wrapper again from inside the probe and recurse until Python's
-# limit, inside the user's forward (msprobe guards its collection the same
-# way, AclGraphDumper._dc). Such inner calls run the original only.
-_probing = False
-
-
 def _wrapper(function: Callable[..., Any], api: str) -> Callable[..., Any]:
     entry = safe_text(f"{api}.{{n}}.forward")
 
     def probe(*values: Any) -> None:
         """Probes the inputs (``args, kwargs``) or the output (one value)."""
-        global _probing
-        _probing = True
+        own_calls.enter()
         try:
             if torch.compiler.is_compiling():  # dynamic=True: sizes may be symbolic
                 values = tuple(concrete_numbers(v) for v in values)
@@ -133,11 +124,18 @@ def _wrapper(function: Callable[..., Any], api: str) -> Callable[..., Any]:
             else:
                 probe_output(entry, values[0])
         finally:
-            _probing = False
+            own_calls.leave()
 
     @functools.wraps(function)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if _probing:
+        # Calls made by graphprobe's own code (its hooks and probes call
+        # torch themselves: torch.empty for a part without tensors in a
+        # traced graph, values() of a nested tensor, is_compiling()) run the
+        # original only: they are not the user's calls, and a wrapped API
+        # among them would otherwise call its wrapper again from inside the
+        # probe and recurse (msprobe guards its collection the same way,
+        # AclGraphDumper._dc).
+        if own_calls.inside():
             return function(*args, **kwargs)
         probe(args, kwargs)
         output = function(*args, **kwargs)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from graphprobe.wiring import backward
+from graphprobe.wiring import backward, own_calls
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
 from graphprobe.wiring.symbolic import concrete_numbers
 
@@ -74,6 +74,13 @@ def _keyword_order(module: torch.nn.Module) -> tuple[str, ...]:
 
 def _pre_hook(entry: str, names: tuple[str, ...], grad_entry: str | None) -> Any:
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        own_calls.enter()  # the probes' own torch calls are not the user's (tensor.custom_api)
+        try:
+            return _inputs(module, args, kwargs)
+        finally:
+            own_calls.leave()
+
+    def _inputs(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if backward.in_recomputation():
             return None  # activation checkpointing's recomputation: not a call of the program
         original_args, original_kwargs = args, kwargs
@@ -98,6 +105,13 @@ def _pre_hook(entry: str, names: tuple[str, ...], grad_entry: str | None) -> Any
 
 def _post_hook(entry: str, grad_entry: str | None) -> Any:
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> Any:
+        own_calls.enter()
+        try:
+            return _output(output)
+        finally:
+            own_calls.leave()
+
+    def _output(output: Any) -> Any:
         if backward.in_recomputation():
             return None
         probe_output(entry, concrete_numbers(output) if torch.compiler.is_compiling() else output)
