@@ -450,7 +450,10 @@ def test_acceptance_is_compiling_branch_in_a_projection(tmp_path):
     assert d["bisect"]["backend"] == "eager"
     verdicts = {m["module"]: m["verdict"] for m in d["attribution"]["modules"]}
     assert verdicts.get("layers.1.mlp.proj") == "creates"
-    assert d["kernels"], d["kernels_note"]  # inductor computes the projection (and the x1.001) in some kernel
+    # The bisect says dynamo alone (backend eager): inductor's kernels are not looked up (issue #37: that run
+    # cost 101 s in the held-out cases and named nothing useful).
+    assert d["kernels"] == [] and "implicates backend 'eager'" in d["kernels_note"]
+    assert "kernels" not in d["stages"] and not any(c["stage"] == "kernels" for c in d["commands"])
 
 
 @pytest.mark.slow

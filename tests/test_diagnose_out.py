@@ -330,3 +330,62 @@ def test_attribute_prints_not_judged_once(tmp_path):
     text = "\n".join(said)
     assert "blk: not judged: input_kwargs" in text and "not judged: not judged" not in text, text
     assert res.origin is None and "blk's own code" in res.why
+
+
+# ----------------------------------------------------------------------------- issue #37 (b): kernels
+
+PREFIX = "V1201 12:00:00.000000 1 torch/_inductor/graph.py:2722] [0/0] [__output_code] "
+VIEW_PROBE = [  # a probe that reads a view of an extern kernel's out= buffer, as in the held-out LM case
+    "Output code: ",
+    "cpp_fused_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''",
+    "    def call(self, args):",
+    "        cpp_fused_0(arg0_1, buf14)",
+    "        extern_kernels.addmm(arg1_1, buf14, arg2_1, alpha=1, beta=1, out=buf16)",
+    "        torch.ops.graphprobe.record_stats.default(reinterpret_tensor(buf16, (2, 8, 32), (256, 32, 1), 0), 3, 0)",
+    "        extern_kernels.mm(buf16, arg3_1, out=reinterpret_tensor(buf20, (16, 8), (8, 1), 0))",
+    "        torch.ops.graphprobe.record_stats.default(buf20, 4, 0)",
+    "        return (buf20, )",
+]
+
+
+def test_kernels_follow_a_view_in_the_probe_and_in_out(tmp_path):
+    from graphprobe.diagnose.kernels import kernels_from_log
+
+    log = tmp_path / "k.log"
+    log.write_text("".join(PREFIX + line + "\n" for line in VIEW_PROBE))
+    assert kernels_from_log(log, 1) == ["extern_kernels.mm"]  # out=reinterpret_tensor(buf20, ...)
+    assert kernels_from_log(log, 2) == ["extern_kernels.addmm", "extern_kernels.mm"]
+
+
+def test_kernels_are_looked_up_only_when_the_bisect_implicates_inductor():
+    from graphprobe.diagnose.pipeline import kernels_skipped
+
+    assert "'eager'" in kernels_skipped({"backend": "eager"}, None)
+    assert "no backend" in kernels_skipped({"backend": None}, None)
+    assert "--no-bisect" in kernels_skipped(None, "--no-bisect")
+
+
+@pytest.mark.parametrize("backend, runs", [("eager", False), ("aot_eager", False), (None, False),
+                                            ("inductor", True)])
+def test_the_kernels_stage_runs_only_when_the_bisect_implicates_inductor(tmp_path, monkeypatch, backend, runs):
+    # The stages stubbed with what they find; the pipeline's own decision is under test.
+    from graphprobe.diagnose import attribute as attribute_mod, bisect as bisect_mod, pipeline, repro, screen as sc
+    from graphprobe.diagnose.attribute import AttributeResult
+    from graphprobe.diagnose.bisect import BisectResult
+    from graphprobe.diagnose.screen import FirstDivergence, ScreenResult
+
+    first = FirstDivergence(0, "Module.blk.B.forward.0", "blk", "B", ("output",), "")
+    origin = _verdict("blk", "creates")
+    monkeypatch.setattr(sc, "screen", lambda *a, **k: ScreenResult(tmp_path, tmp_path, tmp_path, [0], first, []))
+    monkeypatch.setattr(attribute_mod, "attribute",
+                        lambda *a, **k: AttributeResult("blk", tmp_path, [origin], origin, "blk creates"))
+    monkeypatch.setattr(repro, "write_repro", lambda *a, **k: None)
+    monkeypatch.setattr(bisect_mod, "bisect", lambda *a, **k: BisectResult(backend=backend, note="n"))
+    looked: list[str] = []
+    monkeypatch.setattr(pipeline, "find_kernels", lambda *a, **k: (looked.append("yes") or ["k0"], "found"))
+    code, d = pipeline.diagnose(pipeline.DiagnoseOptions(command=[PY, "-c", "pass"], out=str(tmp_path / "o")),
+                                lambda m: None)
+    assert code == 1, d["error"]
+    assert bool(looked) == runs and (d["kernels"] == ["k0"]) == runs
+    if not runs:
+        assert d["kernels_note"].startswith("not looked up") and "kernels" not in d["stages"]

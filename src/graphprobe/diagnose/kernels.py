@@ -8,7 +8,9 @@ that output.
 A kernel writes a buffer when the buffer is a non-``const`` argument of a
 C++ kernel (its ``cpp_pybinding`` signature), the ``out=`` of an extern
 kernel, or any argument of another (Triton) kernel; ``bufA = bufB; del bufB
-# reuse`` and ``reinterpret_tensor`` views alias buffers. Inductor's
+# reuse`` and ``reinterpret_tensor`` views alias buffers, also where the probe
+or the kernel takes the view itself (``record_stats(reinterpret_tensor(buf16,
+...))`` after ``extern_kernels.addmm(..., out=buf16)``). Inductor's
 provenance tracking (``trace.provenance_tracking_level``) maps kernels to
 FX node names, which carry no module path; the probes carry it."""
 
@@ -21,7 +23,9 @@ __all__ = ["kernels_from_log"]
 
 _PREFIX = re.compile(r"^.*?\[__output_code\] ?")
 _CPP_SIG = re.compile(r"^(\w+) = async_compile\.cpp_pybinding\(\[([^\]]*)\]")
-_PROBE = re.compile(r"torch\.ops\.graphprobe\.\w+\.\w+\((\w+)")
+# The probe's first argument: a buffer, or a view of one (``reinterpret_tensor(buf16, (2, 8), (8, 1), 0)``).
+_PROBE = re.compile(r"torch\.ops\.graphprobe\.\w+\.\w+\((?:reinterpret_tensor\(\s*)?(\w+)")
+_VIEW = re.compile(r"^(?:out\s*=\s*)?(?:reinterpret_tensor\(\s*)?(\w+)")
 _CALL = re.compile(r"^\s*((?:extern_kernels\.)?\w+)(?:\.run)?\((.*)\)\s*$")
 _ALIAS = re.compile(r"^\s*(\w+) = (?:reinterpret_tensor\()?(\w+)\b")
 
@@ -60,12 +64,19 @@ def _blocks(log: str) -> list[list[str]]:
     return blocks
 
 
+def _buffer(arg: str) -> str | None:
+    """The buffer an argument names: ``buf3``, ``out=buf3``, or the base
+    of a view, ``reinterpret_tensor(buf3, ...)`` (also after ``out=``)."""
+    m = _VIEW.match(arg.strip())
+    return m.group(1) if m else None
+
+
 def _writes(name: str, args: list[str], cpp: dict[str, list[bool]], buf: str) -> bool:
     if name.startswith("extern_kernels."):
-        return any(a.replace(" ", "") == f"out={buf}" for a in args)
+        return any(a.replace(" ", "").startswith("out=") and _buffer(a) == buf for a in args)
     if name in cpp:
-        return any(a == buf and i < len(cpp[name]) and not cpp[name][i] for i, a in enumerate(args))
-    return buf in args
+        return any(_buffer(a) == buf and i < len(cpp[name]) and not cpp[name][i] for i, a in enumerate(args))
+    return any(_buffer(a) == buf for a in args if "=" not in a.split("(", 1)[0])
 
 
 def _kernels_in(lines: list[str], outputs: int) -> list[str]:

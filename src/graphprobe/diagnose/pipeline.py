@@ -59,6 +59,18 @@ def find_kernels(runner: Runner, out: Path, command: list[str], module: str, out
                 f"with inductor, or the output is an input or a view); log {rec.log}")
 
 
+def kernels_skipped(bisect: dict[str, Any] | None, bisect_skipped: str | None) -> str:
+    """Why the kernels stage did not run: it runs only when the bisect
+    implicates inductor (its first failing backend)."""
+    if bisect is None:
+        return (f"not looked up: the bisect did not run ({bisect_skipped}); the kernels are looked up only when "
+                "the bisect implicates inductor")
+    if bisect.get("backend") is None:
+        return "not looked up: the bisect implicated no backend (see bisect.note), so not inductor's kernels"
+    return (f"not looked up: the bisect implicates backend {bisect['backend']!r}, before inductor: the "
+            "generated kernels are not the cause")
+
+
 @dataclass
 class DiagnoseOptions:
     """What ``graphprobe diagnose`` runs: ``command`` (the user's target
@@ -160,14 +172,20 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             say(f"  result: backend {b.backend}, subsystem {b.subsystem}, bisect number {b.bisect_number}, "
                 f"debug info {b.debug_info} -- {b.note}")
         stage = "kernels"
-        t0 = time.monotonic()
-        say(f"  kernels: the target once more, recording only {at.origin.module}, with inductor's output code")
-        d["kernels"], d["kernels_note"] = find_kernels(runner, out, opts.command, at.origin.module,
-                                                       max(1, len(at.origin.outputs)),
-                                                       select=selector(at.origin.module, at.origin.entry))
-        d["stages"]["kernels"] = round(time.monotonic() - t0, 2)
-        say(f"  kernels computing {at.origin.module}'s output: {', '.join(d['kernels']) or '-'} "
-            f"({d['kernels_note']})")
+        backend = (d["bisect"] or {}).get("backend")
+        if backend == "inductor":
+            t0 = time.monotonic()
+            say(f"  kernels: the target once more, recording only {at.origin.module}, with inductor's output code")
+            d["kernels"], d["kernels_note"] = find_kernels(runner, out, opts.command, at.origin.module,
+                                                           max(1, len(at.origin.outputs)),
+                                                           select=selector(at.origin.module, at.origin.entry))
+            d["stages"]["kernels"] = round(time.monotonic() - t0, 2)
+            say(f"  kernels computing {at.origin.module}'s output: {', '.join(d['kernels']) or '-'} "
+                f"({d['kernels_note']})")
+        else:
+            # A run of the whole command for kernels the bisect says are not the cause: not worth its minutes.
+            d["kernels_note"] = kernels_skipped(d["bisect"], d["bisect_skipped"])
+            say(f"  kernels: skipped ({d['kernels_note']})")
         where = ""
         if d["bisect"] and d["bisect"]["backend"]:
             bb = d["bisect"]
