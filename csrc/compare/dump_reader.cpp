@@ -374,10 +374,11 @@ size_t estimate_rows(std::string_view text) {
   return n;
 }
 
-Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
+Dump parse(std::string_view text, const std::string& source, TextFeed* feed, bool all_checksums = false) {
   Dump dump;
   dump.source = source;
   Walker w(source, dump);
+  ChecksumCollector checksums(all_checksums);
   size_t note_count = 0;
   std::vector<json::DuplicateKey> dups;
   json::ParseOptions options;
@@ -413,6 +414,7 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
           dump.entries.clear();
           dump.rows.clear();
           entry_lines.clear();
+          checksums.clear();
         }
         has_data = true;
         if (!retrying(in, feed, enter))
@@ -427,6 +429,7 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
           });
           note_duplicates(dump, note_count, dups, "data[" + json::quote(name) + "]");
           w.entry(name, entry);
+          checksums.entry(static_cast<uint32_t>(dump.entries.size() - 1), name, entry);
           if (feed && in.offset() - released > kReleaseStep) {
             in.count_lines_to(in.offset());  // later messages still know their line
             released = in.offset();
@@ -447,6 +450,7 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
       return 0;
     });
     if (!has_data) w.fail("(top level)", "no \"data\" key: not a dump.json");
+    dump.checksums = checksums.finish(dump.entries);  // before the entries' own duplicates are resolved
     resolve_duplicate_entries(dump, note_count, entry_lines);
   } catch (const json::ParseError& e) {
     throw DumpFormatError(source + ":" + e.what());
@@ -458,11 +462,26 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed) {
 
 }  // namespace
 
-Dump parse_dump(std::string_view text, const std::string& source) { return parse(text, source, nullptr); }
+// A dump whose first "md5" came after records without one is read again,
+// keeping every record's checksum from the start (rare: graphprobe's dumper
+// writes "md5" in every tensor record or in none).
+Dump parse_dump(std::string_view text, const std::string& source) {
+  Dump dump = parse(text, source, nullptr);
+  if (dump.checksums.needs_second_read) dump.checksums = parse(text, source, nullptr, true).checksums;
+  return dump;
+}
 
 Dump read_dump(const std::string& path) {
-  TextFeed feed(path);
-  return parse(feed.text(), path, &feed);
+  Dump dump;
+  {
+    TextFeed feed(path);
+    dump = parse(feed.text(), path, &feed);
+  }
+  if (dump.checksums.needs_second_read) {
+    TextFeed feed(path);
+    dump.checksums = parse(feed.text(), path, &feed, true).checksums;
+  }
+  return dump;
 }
 
 }  // namespace graphprobe::compare

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compare/checksums.h"
 #include "compare/opt_double.h"
 #include "compare/rare_string.h"
 
@@ -88,6 +89,9 @@ struct Dump {
   std::vector<TensorRecord> rows;    // execution order
   // What reading decided that the user should hear about (duplicate keys).
   std::vector<std::string> notes;
+  // Tensor records with their "md5", from the same read; empty unless the
+  // dump carries checksums (checksums.h).
+  ChecksumRecords checksums;
 };
 
 // "data" is read entry by entry (json::ObjectStream): memory holds the

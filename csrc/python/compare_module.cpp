@@ -34,6 +34,7 @@ PYBIND11_MODULE(_compare, m) {
   gcp::bind_options(m);
   gcp::bind_row(m);
   gcp::bind_result(m);
+  gcp::bind_checksums(m);
 
   m.def(
       "compare_files",

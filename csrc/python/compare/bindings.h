@@ -46,5 +46,6 @@ py::dict row_error_dict(const RowError& e, double floor_scale);
 void bind_options(py::module_& m);  // CompareOptions, threshold_defaults()
 void bind_row(py::module_& m);      // Row
 void bind_result(py::module_& m);   // CompareResult
+void bind_checksums(py::module_& m);  // ChecksumComparison, compare_checksums(), checksum_digits()
 
 }  // namespace graphprobe::compare::python

@@ -9,6 +9,12 @@ otherwise. The first bit-different tensor in the target's execution order
 names where two runs stopped being bit-exact — across processes, replays or
 graph modes.
 
+The comparison is the engine's (``csrc/compare/checksums.h``): the one read
+of each dump.json that makes the compare rows also keeps every tensor
+record's checksum, and ``graphprobe compare`` writes each pair's
+``checksum_result_*.csv`` from it in the worker that compared the pair; a dump
+without checksums costs nothing more.
+
 Example::
 
     result = compare_checksums("run_a/step0/rank0/dump.json", "run_b/step0/rank0/dump.json")
@@ -18,15 +24,17 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from graphprobe.compare.native import native
 from graphprobe.output_files import make_dirs
 
-__all__ = ["ChecksumComparison", "ChecksumRow", "checksum_lines", "compare_checksums", "has_checksums"]
+__all__ = ["ChecksumComparison", "ChecksumRow", "checksum_lines", "compare_checksums", "has_checksums",
+           "pair_checksum_line"]
 
 MD5 = "md5"  # msprobe's key (record/dump_keys.h kMd5)
 IDENTICAL = "bit-identical"
@@ -51,8 +59,8 @@ class ChecksumRow:
     bench: str | None
     target_dtype: str | None
     bench_dtype: str | None
-    target_shape: tuple[int, ...] | None
-    bench_shape: tuple[int, ...] | None
+    target_shape: tuple[Any, ...] | None
+    bench_shape: tuple[Any, ...] | None
     result: str
 
 
@@ -72,51 +80,36 @@ class ChecksumComparison:
         return sum(1 for r in self.rows if r.result == result)
 
 
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, dict) and "dtype" in value and "shape" in value
+def _kind(digits: list[int]) -> str:
+    return {CRC32_DIGITS: "msprobe's CRC-32 (8 hex digits)",
+            GRAPHPROBE_DIGITS: "graphprobe's 64-bit checksum (16 hex digits)"}.get(
+                min(digits), f"{sorted(digits)} hex digits")
 
 
-def _walk(value: Any, name: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Tensor records under ``value``, named as compare names them: list
-    indices and dict keys joined with dots."""
-    if _is_tensor(value):
-        yield name, value
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _walk(item, f"{name}.{i}")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _walk(item, f"{name}.{key}")
+def _native_comparison(result: Any) -> Any | None:
+    """The engine's checksum comparison of a ``CompareResult``; None unless
+    both dumps carry checksums. Raises ValueError naming both files when one
+    carries msprobe's CRC-32 (8 hex digits) and the other graphprobe's
+    checksum (16): the two algorithms never agree, so every tensor would
+    read bit-different."""
+    eng = native()
+    digits = eng.checksum_digits(result)
+    if digits is None:
+        return None
+    t_digits, b_digits = digits
+    if t_digits and b_digits and t_digits != b_digits:
+        raise ValueError(f"checksums not comparable: {result.target_path} holds {_kind(t_digits)}, "
+                         f"{result.bench_path} holds {_kind(b_digits)}; dump both with the same tool")
+    return eng.compare_checksums(result)
 
 
-#: Within an entry: inputs, then the parameters the call reads, then outputs
-#: (msprobe's compare lists a changed weight before the output it changes).
-_PART_ORDER = {"input_args": 0, "input_kwargs": 1, "input": 1, "parameters": 2, "output": 3}
-
-
-def _tensors(doc: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(entry, compare name, record) for every tensor of a dump.json, entries
-    in file (execution) order. ``input_args`` and ``input_kwargs`` are both
-    ``input``, as msprobe's compare names them."""
-    data = doc.get("data") if isinstance(doc, dict) else None
-    if not isinstance(data, dict):
-        return
-    for entry, parts in data.items():
-        if not isinstance(parts, dict):
-            continue
-        for part, value in sorted(parts.items(), key=lambda kv: _PART_ORDER.get(kv[0], len(_PART_ORDER))):
-            prefix = "input" if part in ("input_args", "input_kwargs") else part
-            for name, record in _walk(value, f"{entry}.{prefix}"):
-                yield entry, name, record
-
-
-def _load(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _carries(doc: Any) -> bool:
-    return any(MD5 in record for _, _, record in _tensors(doc))
+def _shape(value: Any) -> tuple[Any, ...] | None:
+    if value is None or isinstance(value, tuple):
+        return value
+    try:  # a list of something other than integers, as Python printed it
+        return tuple(ast.literal_eval(value))
+    except (ValueError, SyntaxError):
+        return (value,)
 
 
 def has_checksums(dump_json: str | Path) -> bool:
@@ -124,66 +117,23 @@ def has_checksums(dump_json: str | Path) -> bool:
     path = Path(dump_json)
     if not path.is_file():
         return False
-    return _carries(_load(path))
-
-
-def _digits(doc: Any) -> set[int]:
-    return {len(r[MD5]) for _, _, r in _tensors(doc) if isinstance(r.get(MD5), str)}
-
-
-def _shape(record: dict[str, Any] | None) -> tuple[int, ...] | None:
-    shape = None if record is None else record.get("shape")
-    return tuple(shape) if isinstance(shape, list) else None
-
-
-def _text(record: dict[str, Any] | None, key: str) -> str | None:
-    value = None if record is None else record.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _row(entry: str, name: str, t: dict[str, Any] | None, b: dict[str, Any] | None) -> ChecksumRow:
-    tm, bm = _text(t, MD5), _text(b, MD5)
-    td, bd = _text(t, "dtype"), _text(b, "dtype")
-    ts, bs = _shape(t), _shape(b)
-    if t is None or b is None:
-        result = UNPAIRED
-    elif tm is None or bm is None:
-        result = NO_CHECKSUM
-    else:
-        result = IDENTICAL if (tm == bm and td == bd and ts == bs) else DIFFERENT
-    return ChecksumRow(name, entry, tm, bm, td, bd, ts, bs, result)
+    return bool(native().dump_has_checksums(str(path)))
 
 
 def compare_checksums(target: str | Path, bench: str | Path) -> ChecksumComparison | None:
     """Compares the checksums of two dump.json files; None unless both carry
     checksums. Raises ValueError naming both files when one carries
     msprobe's CRC-32 (8 hex digits) and the other graphprobe's checksum (16):
-    the two algorithms never agree, so every tensor would read bit-different."""
-    t_doc, b_doc = _load(Path(target)), _load(Path(bench))
-    if not (_carries(t_doc) and _carries(b_doc)):
+    the two algorithms never agree, so every tensor would read bit-different.
+    A file the engine cannot read raises its DumpFormatError (a ValueError)
+    or DumpReadError (an OSError)."""
+    eng = native()
+    comparison = _native_comparison(eng.compare_files(str(target), str(bench)))
+    if comparison is None:
         return None
-    t_digits, b_digits = _digits(t_doc), _digits(b_doc)
-    if t_digits and b_digits and t_digits != b_digits:
-        def kind(d: set[int]) -> str:
-            return {CRC32_DIGITS: "msprobe's CRC-32 (8 hex digits)",
-                    GRAPHPROBE_DIGITS: "graphprobe's 64-bit checksum (16 hex digits)"}.get(
-                        min(d), f"{sorted(d)} hex digits")
-        raise ValueError(f"checksums not comparable: {target} holds {kind(t_digits)}, {bench} holds "
-                         f"{kind(b_digits)}; dump both with the same tool")
-    bench_records: dict[str, tuple[str, dict[str, Any]]] = {}
-    for entry, name, record in _tensors(b_doc):
-        bench_records.setdefault(name, (entry, record))
-    rows: list[ChecksumRow] = []
-    seen: set[str] = set()
-    for entry, name, record in _tensors(t_doc):
-        if name in seen:
-            continue
-        seen.add(name)
-        partner = bench_records.get(name)
-        rows.append(_row(entry, name, record, partner[1] if partner else None))
-    rows.extend(_row(entry, name, None, record) for name, (entry, record) in bench_records.items() if name not in seen)
-    first = next((r for r in rows if r.result == DIFFERENT), None)
-    return ChecksumComparison(tuple(rows), first.name if first else None, first.entry if first else None)
+    rows = tuple(ChecksumRow(name, entry, tm, bm, td, bd, _shape(ts), _shape(bs), result)
+                 for name, entry, tm, bm, td, bd, ts, bs, result in comparison.rows())
+    return ChecksumComparison(rows, comparison.first_different, comparison.first_different_entry)
 
 
 def write_checksum_csv(comparison: ChecksumComparison, path: Path) -> None:
@@ -199,38 +149,65 @@ def write_checksum_csv(comparison: ChecksumComparison, path: Path) -> None:
                         "" if r.bench_shape is None else list(r.bench_shape), r.result])
 
 
+def checksum_csv_path(csv_path: Path | None, output_dir: Path, tag: str) -> Path:
+    """``checksum_result_*.csv`` beside the pair's compare CSV."""
+    if csv_path is None:
+        return Path(output_dir) / f"checksum_result_{tag}.csv"
+    return csv_path.parent / f"{csv_path.stem.replace('compare_result', 'checksum_result', 1)}.csv"
+
+
+def pair_checksum_line(result: Any, label: str, csv_path: Path) -> str | None:
+    """For one compared pair (its engine ``CompareResult``): None when its
+    dumps do not both carry checksums; else the summary line, with the
+    pair's rows written to ``csv_path``. Called where the pair was compared,
+    before its result is dropped."""
+    try:
+        comparison = _native_comparison(result)
+        if comparison is None:
+            return None
+        make_dirs(csv_path.parent)
+        comparison.write_csv(str(csv_path))
+    except (ValueError, OSError) as e:
+        return f"checksums {label}: {e}"
+    counts = comparison.counts
+    same, diff = counts[IDENTICAL], counts[DIFFERENT]
+    other = len(comparison) - same - diff
+    tail = f", {other} without a checksum or partner" if other else ""
+    if comparison.first_different:
+        verdict = f"first bit-different: {comparison.first_different}"
+    elif same:
+        verdict = "every paired tensor bit-identical"
+    else:  # md5 null on one side everywhere (e.g. an NPU dump): nothing was compared
+        verdict = "no tensor has a checksum on both sides, nothing compared"
+    return f"checksums {label}: {same} bit-identical, {diff} bit-different{tail}; {verdict} ({csv_path})"
+
+
 def checksum_lines(run: Any) -> list[str]:
     """For ``graphprobe compare``: one line per pair of ``run`` (a
     ``CompareRun``) whose dumps both carry checksums, with the counts and the
     first bit-different tensor, each pair's rows written to
     ``checksum_result_{tag}.csv`` beside its compare CSV. Pairs without
-    checksums give no line."""
+    checksums give no line. Pairs compared by :func:`~graphprobe.compare.compare`
+    carry their line already (``PairOutcome.checksums``, made from the
+    engine's one read); others are read here, by the engine."""
     lines: list[str] = []
     for outcome in run.outcomes:
         pair = outcome.pair
-        if outcome.error is not None or not (Path(pair.target).is_file() and Path(pair.bench).is_file()):
+        if outcome.error is not None:
+            continue
+        made = getattr(outcome, "checksums", None)
+        if made is not None:
+            lines.extend(made)
+            continue
+        if not (Path(pair.target).is_file() and Path(pair.bench).is_file()):
             continue
         try:
-            comparison = compare_checksums(pair.target, pair.bench)
+            result = native().compare_files(str(pair.target), str(pair.bench))
         except (ValueError, OSError) as e:
             lines.append(f"checksums {pair.label}: {e}")
             continue
-        if comparison is None:
-            continue
-        folder = outcome.csv_path.parent if outcome.csv_path is not None else Path(run.output_dir)
-        stem = outcome.csv_path.stem.replace("compare_result", "checksum_result", 1) if outcome.csv_path else (
-            f"checksum_result_{pair.tag}")
-        csv_path = folder / f"{stem}.csv"
-        write_checksum_csv(comparison, csv_path)
-        same, diff = comparison.count(IDENTICAL), comparison.count(DIFFERENT)
-        other = len(comparison.rows) - same - diff
-        tail = f", {other} without a checksum or partner" if other else ""
-        if comparison.first_different:
-            verdict = f"first bit-different: {comparison.first_different}"
-        elif same:
-            verdict = "every paired tensor bit-identical"
-        else:  # md5 null on one side everywhere (e.g. an NPU dump): nothing was compared
-            verdict = "no tensor has a checksum on both sides, nothing compared"
-        lines.append(f"checksums {pair.label}: {same} bit-identical, {diff} bit-different{tail}; {verdict} "
-                     f"({csv_path})")
+        line = pair_checksum_line(result, pair.label, checksum_csv_path(outcome.csv_path, Path(run.output_dir),
+                                                                        pair.tag))
+        if line is not None:
+            lines.append(line)
     return lines

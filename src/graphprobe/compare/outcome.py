@@ -158,6 +158,10 @@ class PairOutcome:
     # verdict, both sides' distances to it per row; it decides
     # first_divergence and divergence.
     referee: Verdict | None = None
+    # The checksum compare's line (compare/checksums.py), made from the
+    # engine's read of the pair: () when the dumps do not both carry
+    # checksums, None when not made (an outcome made by hand).
+    checksums: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from graphprobe._text import first_unsafe
+from graphprobe.compare.checksums import checksum_csv_path, pair_checksum_line
 from graphprobe.compare.native import native
 from graphprobe.compare.outcome import CompareRun, PairOutcome
 from graphprobe.compare.output_names import claim_names, release_names, write_failure
@@ -107,6 +108,8 @@ def compare_pair(
             return PairOutcome(pair=pair, error=f"--reference {reference}: {e}")
     make_dirs(csv_path.parent)
     result.write_csv(str(csv_path))
+    # Both dumps with "md5": bit-identical or not, from the records this read kept.
+    checksum_line = pair_checksum_line(result, pair.label, checksum_csv_path(csv_path, csv_path.parent, pair.tag))
     if verdict is not None:
         add_reference_columns(csv_path, verdict)
     worst, points = digest_rows(result, top)
@@ -154,6 +157,7 @@ def compare_pair(
         coverage=coverage,
         floors_used=floors_used,
         referee=verdict,
+        checksums=() if checksum_line is None else (checksum_line,),
     )
 
 
