@@ -263,7 +263,11 @@ def test_replay_leaves_state_bit_identical(write_config, tmp_path, backend) -> N
 
 
 class Holder:
-    """An object replay cannot copy (a cache object passed as an argument)."""
+    """An object replay cannot copy: its state is in slots, not in attributes
+    replay could rebuild it from (objects with a ``__dict__``, such as a
+    transformers cache, are copied)."""
+
+    __slots__ = ("state",)
 
 
 class TakesObject(nn.Module):

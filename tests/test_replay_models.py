@@ -153,3 +153,54 @@ def test_a_weight_changed_outside_an_optimizer_is_still_refused(write_config, tm
     (only,) = _replay_file(str(tmp_path / "dump"))["modules"]
     assert only["verdict"] == "not judged" and "parameter 0.weight changed" in only["reason"], only
     assert "dumper.step() before optimizer.step()" not in only["reason"]
+
+
+# ---------------------------------------------------------------- (a) transformers' KV cache objects
+
+
+def _llama_with_faulty_attention(transformers: Any, layer: int) -> nn.Module:
+    """A tiny LlamaModel whose ``layers[layer].self_attn`` scales its output
+    by ``FAULT`` in graph mode only: a fault in the attention's own code."""
+    from transformers.models.llama.modeling_llama import LlamaAttention
+
+    class FaultyAttention(LlamaAttention):
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            out, weights = super().forward(*args, **kwargs)
+            return (out * FAULT if torch.compiler.is_compiling() else out), weights
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, attn_implementation="eager")
+    model = transformers.LlamaModel(config).eval()
+    faulty = FaultyAttention(config, layer_idx=layer)
+    faulty.load_state_dict(model.layers[layer].self_attn.state_dict())
+    model.layers[layer].self_attn = faulty
+    return model
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_attention_called_with_the_default_cache_is_judged(write_config, tmp_path, backend) -> None:
+    transformers = pytest.importorskip("transformers")
+    model = _llama_with_faulty_attention(transformers, layer=0)
+    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(1))
+    dumper = AclGraphDumper(write_config(replay={"list": ["self_attn", "layers.1"]}))
+    dumper.start(model)
+    fn = model if backend is None else torch.compile(model, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        out = fn(ids)  # use_cache defaults to True: every attention gets the DynamicCache
+    assert isinstance(out.past_key_values, transformers.DynamicCache)
+    dumper.step()
+    dumper.stop()
+    mods = _by_module(_replay_file(str(tmp_path / "dump")))
+    attn = mods["layers.0.self_attn"]
+    if backend is None:
+        assert attn["verdict"] == "inherits" and attn["outputs"][0]["local_error"] == 0.0, attn
+    else:
+        assert attn["verdict"] == "creates", attn
+        assert attn["outputs"][0]["local_error"] == pytest.approx(FAULT - 1, rel=1e-2), attn
+    for path in ("layers.0.self_attn.q_proj", "layers.0.self_attn.o_proj", "layers.1.self_attn", "layers.1",
+                 "layers.1.mlp"):
+        assert mods[path]["verdict"] == "inherits", (path, mods[path])
+    # The user's cache holds what the model wrote, untouched by replay: one entry of 8 positions per layer.
+    assert [layer.keys.shape[-2] for layer in out.past_key_values.layers] == [8, 8]

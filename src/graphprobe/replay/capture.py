@@ -30,6 +30,7 @@ The op never raises: a failure is kept as the call's reason.
 from __future__ import annotations
 
 import collections
+import enum
 import threading
 import warnings
 import weakref
@@ -56,9 +57,11 @@ _MAX_OPEN = 4096  # open calls remembered per thread
 _EMPTY = torch.empty(0)  # stands for a buffer or parameter set to None after start()
 
 # A spec leaf: ("T", k) the k-th kept tensor; ("V", value) a number, string,
-# bool or None; ("D", "torch.float32") a dtype; ("X", "TypeName") a value
-# replay cannot rebuild. Containers: ("tuple"|"list", children) and
-# ("dict", ((key, child), ...)).
+# bool, None, torch.device or enum member; ("D", "torch.float32") a dtype;
+# ("K", cls) a class; ("X", "TypeName") a value replay cannot rebuild.
+# Containers: ("tuple"|"list", children), ("dict", ((key, child), ...)) and
+# ("O", cls, ((attribute, child), ...)): an object rebuilt as a new instance
+# of cls with these attributes (a transformers Cache and its layers).
 Spec = tuple[Any, ...]
 
 
@@ -347,7 +350,23 @@ def _describe(value: Any, depth: int, tensors: list[torch.Tensor]) -> Spec:
         return ("V", value)
     if isinstance(value, torch.dtype):
         return ("D", str(value))
+    if isinstance(value, (torch.device, enum.Enum)):
+        return ("V", value)
+    if isinstance(value, type):
+        return ("K", value)
+    if _plain_object(value):
+        return ("O", type(value), tuple((key, _describe(item, depth + 1, tensors))
+                                        for key, item in value.__dict__.items()))
     return ("X", type(value).__name__)
+
+
+def _plain_object(value: Any) -> bool:
+    """An object replay rebuilds from its attributes (``__dict__``): not a
+    module, generator, function or other callable, nor one of torch's own
+    objects (streams, events, graph nodes)."""
+    return (hasattr(value, "__dict__") and not callable(value)
+            and not isinstance(value, (torch.nn.Module, torch.Generator))
+            and not type(value).__module__.startswith("torch"))
 
 
 def _own_dispatch(value: torch.Tensor) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import enum
 import functools
 import hashlib
 import itertools
@@ -44,7 +45,7 @@ import torch
 
 from graphprobe._ops import _C
 from graphprobe.output_files import make_dirs, write_text_atomic
-from graphprobe.replay.capture import STORE, Call, ReplayWiring, Site, Spec, _version
+from graphprobe.replay.capture import STORE, Call, ReplayWiring, Site, Spec, _describe, _plain_object, _version
 from graphprobe.replay.config import ReplayConfig
 from graphprobe.wiring.probe import safe_text
 
@@ -120,19 +121,31 @@ def relative_error(t: torch.Tensor, b: torch.Tensor) -> float | None:
     return num / den
 
 
-def _rebuild(spec: Spec, tensors: list[torch.Tensor]) -> Any:
+_WIDE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _rebuild(spec: Spec, tensors: list[torch.Tensor], wide: bool = False) -> Any:
+    """The value ``spec`` describes, with ``tensors`` in its places; objects
+    are new instances (so a forward that updates a cache object updates
+    replay's own); ``wide``: floating dtypes named in it become float64 (the
+    float64 replay)."""
     kind = spec[0]
     if kind == "T":
         return tensors[spec[1]]
-    if kind == "V":
+    if kind in ("V", "K"):
         return spec[1]
     if kind == "D":
-        return getattr(torch, spec[1].removeprefix("torch."))
+        dtype = getattr(torch, spec[1].removeprefix("torch."))
+        return torch.float64 if wide and dtype in _WIDE_DTYPES else dtype
     if kind in ("tuple", "list"):
-        items = [_rebuild(s, tensors) for s in spec[1]]
+        items = [_rebuild(s, tensors, wide) for s in spec[1]]
         return items if kind == "list" else tuple(items)
     if kind == "dict":
-        return {key: _rebuild(s, tensors) for key, s in spec[1]}
+        return {key: _rebuild(s, tensors, wide) for key, s in spec[1]}
+    if kind == "O":
+        obj = spec[1].__new__(spec[1])
+        obj.__dict__.update({key: _rebuild(s, tensors, wide) for key, s in spec[2]})
+        return obj
     raise ValueError(spec)
 
 
@@ -154,19 +167,18 @@ def _unreplayable(spec: Spec, place: str) -> str | None:
             found = _unreplayable(s, f"{place}[{key!r}]")
             if found:
                 return found
+    if kind == "O":
+        for key, s in spec[2]:
+            found = _unreplayable(s, f"{place}.{key}")
+            if found:
+                return found
     return None
 
 
-def _flat_tensors(value: Any, out: list[torch.Tensor], depth: int = 0) -> list[torch.Tensor]:
-    """The tensors of an output in the order the capture hook keeps them."""
-    if isinstance(value, torch.Tensor):
-        out.append(value)
-    elif depth < 32 and isinstance(value, (tuple, list)):
-        for v in value:
-            _flat_tensors(v, out, depth + 1)
-    elif depth < 32 and isinstance(value, dict):
-        for v in value.values():
-            _flat_tensors(v, out, depth + 1)
+def _flat_tensors(value: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors of an output in the order the capture hook keeps them
+    (by the same walk)."""
+    _describe(value, 0, out)
     return out
 
 
@@ -459,18 +471,6 @@ def _foreign_forward(module: torch.nn.Module) -> str | None:
     return None
 
 
-def _clone_tree(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, tuple):
-        return tuple(_clone_tree(v) for v in value)
-    if isinstance(value, list):
-        return [_clone_tree(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _clone_tree(v) for k, v in value.items()}
-    return value
-
-
 class _Copies:
     """The two copies (its dtypes, float64) of one module, made once per step
     and shared by the module's replayed submodules (:meth:`sub`): every call
@@ -619,6 +619,10 @@ def _input_floor(tensors: list[torch.Tensor]) -> float:
 
 
 def _cpu_tree(value: Any) -> Any:
+    """``value`` with its tensors on the CPU, in types ``torch.load(...,
+    weights_only=True)`` reads: an object becomes a dict of its attributes
+    with ``"__class__"`` (its qualified name), a class its name, a device
+    or enum member its text."""
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu").clone()
     if isinstance(value, tuple):
@@ -627,6 +631,14 @@ def _cpu_tree(value: Any) -> Any:
         return [_cpu_tree(v) for v in value]
     if isinstance(value, dict):
         return {k: _cpu_tree(v) for k, v in value.items()}
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    if isinstance(value, (torch.device, enum.Enum)):
+        return str(value)
+    if _plain_object(value):
+        cls = type(value)
+        return {"__class__": f"{cls.__module__}.{cls.__qualname__}",
+                **{k: _cpu_tree(v) for k, v in value.__dict__.items()}}
     return value
 
 
@@ -725,8 +737,8 @@ class _Judge:
                    "did not run in the graph)"
         bad = _unreplayable(site.args, "input_args") or _unreplayable(site.kwargs, "input_kwargs")
         if bad:
-            return f"not judged: {bad}, which replay cannot copy and pass again (tensors, numbers, strings, dtypes " \
-                   "and tuples, lists and dicts of them can)"
+            return f"not judged: {bad}, which replay cannot copy and pass again (tensors, numbers, strings, dtypes, " \
+                   "tuples, lists and dicts of them, and objects whose attributes hold them can)"
         ref = self.wiring.modules.get(site.path)
         module = ref() if ref is not None else None
         if module is None:
@@ -777,6 +789,7 @@ class _Judge:
         inputs = call.inputs
         args = _rebuild(site.args, inputs)
         kwargs = _rebuild(site.kwargs, inputs)
+        clones = [t.clone() for t in inputs]  # the forward may write into its inputs (a cache it updates)
         kept = self.kept_params.get(id(call), {})
         # Parameters are only put in when some call of the step used values an optimizer changed since.
         params_differ = bool(kept or copies.loaded or copies.loaded64)
@@ -794,7 +807,7 @@ class _Judge:
             if params_differ:
                 _load_params(copies.native, copies.loaded, copies.prefix, site.params, live, kept)
             with _global_hooks_off(hooks_off):
-                eager = _run(copies.native, _clone_tree(args), _clone_tree(kwargs))
+                eager = _run(copies.native, _rebuild(site.args, clones), _rebuild(site.kwargs, clones))
             written = _written_buffers(copies.native, site.buffers, call.buffers)
         except Exception as exc:
             _rng_restore(rng)
@@ -819,7 +832,8 @@ class _Judge:
             if params_differ:
                 _load_params(model64, copies.loaded64, copies.prefix, site.params, live, kept)
             with _global_hooks_off(hooks_off):
-                f64 = _flat_tensors(_run(model64, _to64(args), _to64(kwargs)), [])
+                wide = [_to64(t) for t in inputs]
+                f64 = _flat_tensors(_run(model64, _rebuild(site.args, wide, True), _rebuild(site.kwargs, wide, True)), [])
         except Exception as exc:
             f64_failed = f" (float64 replay raised {type(exc).__name__}: {exc})"
         finally:
