@@ -35,6 +35,7 @@ import os
 import shutil
 import stat
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,13 @@ def build_dump_json(tensor_dir: Path) -> dict[str, Any]:
     import torch  # reading .pt files needs torch; only aclgraph-layout dumps get here
 
     files = []
+    not_utf8 = []
     for name in sorted(os.listdir(tensor_dir)):
+        if not _is_utf8(name):
+            # dump.json (and the engine that reads it) holds UTF-8 only: such
+            # a name would fail the whole folder's mirror.
+            not_utf8.append(name)
+            continue
         parsed = parse_file_name(name)
         if parsed is None:
             continue
@@ -179,8 +186,32 @@ def build_dump_json(tensor_dir: Path) -> dict[str, Any]:
         parts.setdefault("input_kwargs", {})
         parts.setdefault("output", [])
     order = sorted(entries, key=lambda e: (written[e], e))
-    return {"task": "tensor", "level": "mix", "framework": "pytorch", "dump_data_dir": str(tensor_dir),
+    if not_utf8:
+        shown = ", ".join(_shown(n) for n in not_utf8[:5]) + (f" and {len(not_utf8) - 5} more"
+                                                              if len(not_utf8) > 5 else "")
+        warnings.warn(f"compare: {_shown(str(tensor_dir))}: skipped {len(not_utf8)} file(s) whose name is not valid "
+                      f"UTF-8 ({shown}); their tensors are not compared: rename them to compare them",
+                      RuntimeWarning, stacklevel=2)
+    return {"task": "tensor", "level": "mix", "framework": "pytorch", "dump_data_dir": _shown(str(tensor_dir)),
             "data": {e: entries[e] for e in order}}
+
+
+def _is_utf8(name: str) -> bool:
+    """False for a name whose bytes are not UTF-8 (Python holds them as lone
+    surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(name: str) -> str:
+    """A name for messages and dump.json: bytes that are not UTF-8 written
+    as ``\\xff``, control characters escaped (no raw escape reaches a
+    terminal)."""
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _mirror_process(folder: Path, tensor_dir: Path, into: Path) -> None:
@@ -190,24 +221,34 @@ def _mirror_process(folder: Path, tensor_dir: Path, into: Path) -> None:
     os.symlink(tensor_dir.resolve(), into / _DATA_DIR)
 
 
-def _tensors_only(value: Any) -> Any:
+def _tensors_only(value: Any, with_file: bool = True) -> Any:
     """A dump.json part as the aclgraph layout can hold it: tensor records
-    without ``requires_grad``, every other value ``null``."""
+    (with a ``data_name`` when ``with_file``) without ``requires_grad``,
+    every other value ``null``."""
     if isinstance(value, dict) and "type" in value and not isinstance(value.get("type"), dict):
-        if "dtype" not in value or "data_name" not in value:
+        if "dtype" not in value or (with_file and "data_name" not in value):
             return None
         return {k: v for k, v in value.items() if k != "requires_grad"}
     # Trailing list positions and keys without a tensor are left out, as a
     # folder of files cannot show them.
     if isinstance(value, list):
-        items = [_tensors_only(v) for v in value]
+        items = [_tensors_only(v, with_file) for v in value]
         while items and items[-1] is None:
             items.pop()
         return items
     if isinstance(value, dict):
-        kept = {k: _tensors_only(v) for k, v in value.items()}
+        kept = {k: _tensors_only(v, with_file) for k, v in value.items()}
         return {k: v for k, v in kept.items() if v is not None}
     return None
+
+
+def _holds_data_name(value: Any) -> bool:
+    """True when a dump.json part holds a tensor record with a file."""
+    if isinstance(value, dict):
+        return "data_name" in value or any(_holds_data_name(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_data_name(v) for v in value)
+    return False
 
 
 def _calls_with_tensors(data: dict[str, Any]) -> dict[str, Any]:
@@ -215,12 +256,17 @@ def _calls_with_tensors(data: dict[str, Any]) -> dict[str, Any]:
     a tensor file left out, the others numbered 0, 1, ... in call order per
     file stem (the API's name with characters outside ``[A-Za-z0-9._-]``
     replaced, which is what an aclgraph file holds); entries of other forms
-    (backward) kept; tensors only; the order of ``data`` kept."""
+    (backward) kept; tensors only; the order of ``data`` kept.
+
+    A statistics dump (no record names a file) keeps its tensor records: the
+    aclgraph side's statistics, computed from its files, are compared with
+    them (the statistics compare; no real-data metrics)."""
+    with_file = _holds_data_name(data)
     entries: list[tuple[str, tuple[str, int] | None, dict[str, Any]]] = []
     for entry, parts in data.items():
         if not isinstance(parts, dict):
             continue
-        parts = {part: _tensors_only(v) for part, v in parts.items()}
+        parts = {part: _tensors_only(v, with_file) for part, v in parts.items()}
         named = entry_api(entry)
         if named is None or any(parts.values()):
             entries.append((entry, named, parts))
