@@ -92,7 +92,8 @@ def test_origin_ties_and_repeated_calls():
     # A module called three times: the "creates" call with the largest local error is reported.
     calls = [_mv("m", "inherits", 0.0), _mv("m", "creates", 0.2), _mv("m", "creates", 0.7)]
     assert worst(calls) is calls[2]
-    assert worst([_mv("m", "not judged"), _mv("m", "inherits")]).verdict == "inherits"
+    # A call that could not be judged may hold the error: the module is not reported as inheriting.
+    assert worst([_mv("m", "inherits"), _mv("m", "not judged")]).verdict == "not judged"
 
 
 def test_no_origin_when_everything_inherits():

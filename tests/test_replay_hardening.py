@@ -280,3 +280,40 @@ def test_inputs_coarser_than_the_output_set_the_floor() -> None:
     assert verdict == INHERITS and rows[0]["floor"] == coarse, (verdict, reason, rows)
     _rows, verdict, reason = _judge_outputs([graph], [eager], [f64], _input_floor([torch.ones(2)]))
     assert verdict == CREATES, reason
+
+
+# ------------------------------------------------- issue #37: "not judged" is never counted as inheriting
+
+
+def test_a_module_with_an_unjudged_call_is_not_summarised_as_inheriting(write_config, tmp_path) -> None:
+    """Two calls of one module, the second not judgeable (an uncopyable
+    argument): diagnose's per-module summary must not report it as
+    inheriting, nor conclude that the divergence comes from outside."""
+    from pathlib import Path
+
+    from graphprobe.diagnose.attribute import pick_origin
+    from graphprobe.diagnose.replay_files import find_replays, read_replay, worst
+
+    class Slotted:
+        __slots__ = ("x",)
+
+    class Takes(nn.Module):
+        def forward(self, x: torch.Tensor, extra: Any = None) -> torch.Tensor:
+            return x * 2
+
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Takes()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(self.inner(x), Slotted())
+
+    _run(Twice(), (torch.ones(3),), write_config(replay=True))
+    ((step, path),) = find_replays(Path(tmp_path / "dump"))
+    calls = read_replay(path, step)
+    assert [c.verdict for c in calls] == [INHERITS, "not judged"], [(c.entry, c.verdict, c.reason) for c in calls]
+    reported = worst(calls)
+    assert reported is not None and reported.verdict == "not judged", reported
+    origin, why = pick_origin([reported])
+    assert origin is None and "outside the scope" not in why and "inherits" not in why.split(":")[0], why

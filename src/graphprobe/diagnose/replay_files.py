@@ -105,11 +105,13 @@ def find_replays(dump_root: Path) -> list[tuple[int, Path]]:
 
 def worst(calls: list[ModuleVerdict]) -> ModuleVerdict | None:
     """The call of one module to report: a "creates" one with the largest
-    local error, else the first "inherits", else the first."""
+    local error, else the first "not judged" one (a call that could not be
+    judged may hold the error: the module is not counted as inheriting),
+    else the first."""
     if not calls:
         return None
     creates = [c for c in calls if c.verdict == "creates"]
     if creates:
         return max(creates, key=lambda c: c.error("local_error") or 0.0)
-    inherits = [c for c in calls if c.verdict == "inherits"]
-    return inherits[0] if inherits else calls[0]
+    unjudged = [c for c in calls if c.verdict == "not judged"]
+    return unjudged[0] if unjudged else calls[0]
