@@ -258,6 +258,20 @@ class Walker {
                                             Value::kind_name(st->kind()));
       }
     }
+    if (const Value* sk = v.find(keys::kSketch); sk && !sk->is_null()) {
+      if (!sk->is_array() || sk->items().size() != 4)
+        fail(path + "." + keys::kSketch, "expected a list of 4 numbers");
+      std::array<double, 4> values{};
+      for (size_t k = 0; k < 4; ++k) {
+        const Value& x = sk->items()[k];
+        if (!x.is_number())
+          fail(path + "." + keys::kSketch + "[" + std::to_string(k) + "]",
+               std::string("expected a number, found ") + Value::kind_name(x.kind()));
+        values[k] = x.as_number();
+      }
+      r.sketch = static_cast<int32_t>(dump_.sketches.size());
+      dump_.sketches.push_back(values);
+    }
     dump_.rows.push_back(std::move(r));
   }
 

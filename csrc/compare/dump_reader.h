@@ -75,6 +75,10 @@ struct TensorRecord {
   // Tensor dumps only: the file under dump_tensor_data/ holding the tensor
   // ("{row name}.pt"); empty when the record has no "data_name".
   RareString data_name;
+  // graphprobe's "Sketch" (four signed sums, docs/formats.md): index into
+  // Dump::sketches, -1 when the record has none (msprobe's dumps, older
+  // graphprobe dumps, non-floating tensors).
+  int32_t sketch = -1;
 
   // The part after the entry name: "output.0".
   std::string_view suffix(const std::vector<std::string>& entries) const {
@@ -87,6 +91,9 @@ struct Dump {
   std::string task;                  // top-level "task" ("statistics", "tensor"); empty if absent
   std::vector<std::string> entries;  // execution order
   std::vector<TensorRecord> rows;    // execution order
+  // The "Sketch" values of the rows that have one (TensorRecord::sketch):
+  // kept beside the rows, so that dumps without them cost nothing.
+  std::vector<std::array<double, 4>> sketches;
   // What reading decided that the user should hear about (duplicate keys).
   std::vector<std::string> notes;
   // Tensor records with their "md5", from the same read; empty unless the

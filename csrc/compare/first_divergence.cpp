@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "compare/cancellation.h"
 #include "compare/cell_text.h"
 #include "compare/entry_ranges.h"
 #include "compare/msprobe_values.h"
@@ -17,9 +18,29 @@ namespace graphprobe::compare {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr const char* kStatNames[kNumStats] = {"Max", "Min", "Mean", "Norm"};
+// The four statistics, then the Sketch (kStatSketch).
+constexpr int kNumJudged = kNumStats + 1;
+constexpr const char* kStatNames[kNumJudged] = {"Max", "Min", "Mean", "Norm", "Sketch"};
+constexpr std::array<int, kNumClasses> kClasses = {kAggregateClass, kExtremeClass, kSketchClass};
+// R for the Sketch class is this multiple of --divergence-ratio: a relative
+// L2 error grows through an operation by its condition number (a softmax
+// over logits of size 10 multiplies it by ~10), while Mean and Norm barely
+// move; faults are 100x or more above the inputs' noise in this column.
+constexpr double kSketchRatioFactor = 4.0;
+// Cancellation (docs/formats.md): a record is judged against the RMS it is
+// expected to have from what produced it, divided by this margin, when that
+// exceeds its own (backward gains differ from forward gains by about
+// sqrt(fan_out / fan_in); 8 leaves room for that).
+constexpr double kExpectedMargin = 8.0;
 
 bool is_extreme(int s) { return s == kStatMax || s == kStatMin; }
+
+using Sketch = std::array<double, 4>;
+
+const Sketch* sketch_of(const Dump& d, const TensorRecord& r) {
+  return r.sketch >= 0 && static_cast<size_t>(r.sketch) < d.sketches.size() ? &d.sketches[static_cast<size_t>(r.sketch)]
+                                                                               : nullptr;
+}
 
 // A statistic as a number for the error: NaN and the infinities included;
 // nullopt for None, text, booleans and devices (compared by their print).
@@ -54,6 +75,13 @@ double numel(const TensorRecord& r) {
   return n;
 }
 
+// The RMS of the bench tensor (Norm / sqrt(numel)); 0 when unknown.
+double bench_rms(const TensorRecord& b) {
+  const double n = numel(b);
+  const auto norm = numeric(b, kStatNorm);
+  return norm && std::isfinite(*norm) && n > 0 ? std::fabs(*norm) / std::sqrt(n) : 0.0;
+}
+
 bool is_parameter(const TensorRecord& r, const std::vector<std::string>& entries) {
   if (r.role != Role::kInput) return false;
   // The segment right after the entry's own name, so that a module called
@@ -85,20 +113,27 @@ std::string times(double v) {
   return std::string(buf) + "x";
 }
 
-int stat_class(int s) { return is_extreme(s) ? kExtremeClass : kAggregateClass; }
-
-double floor_of(const RowError& e, int s, double floor_scale) {
-  return (is_extreme(s) ? e.floor->extreme : e.floor->aggregate) * floor_scale;
+int stat_class(int s) {
+  if (s == kStatSketch) return kSketchClass;
+  return is_extreme(s) ? kExtremeClass : kAggregateClass;
 }
+
+double class_floor(const NoiseFloor& f, int cls) {
+  return cls == kSketchClass ? f.sketch : cls == kExtremeClass ? f.extreme : f.aggregate;
+}
+
+double floor_of(const RowError& e, int s, double floor_scale) { return class_floor(*e.floor, stat_class(s)) * floor_scale; }
+
+const OptDouble& judged(const RowError& e, int s) { return s == kStatSketch ? e.e_sketch : e.e[s]; }
 
 // The statistic of class cls with the largest z (the first on a tie); -1 when none differs.
 int worst_in_class(const RowError& e, int cls, double floor_scale) {
   int best = -1;
   double best_z = 0;
-  for (int s = 0; s < kNumStats; ++s) {
-    if (stat_class(s) != cls || !e.e[s]) continue;
+  for (int s = 0; s < kNumJudged; ++s) {
+    if (stat_class(s) != cls || !judged(e, s)) continue;
     const double f = floor_of(e, s, floor_scale);
-    const double z = f > 0 ? *e.e[s] / f : (*e.e[s] > 0 ? kInf : 0);
+    const double z = f > 0 ? *judged(e, s) / f : (*judged(e, s) > 0 ? kInf : 0);
     if (z > best_z) best = s, best_z = z;
   }
   return best;
@@ -111,9 +146,10 @@ std::string error_text(const RowError& e, int cls, double floor_scale) {
   const int s = worst_in_class(e, cls, floor_scale);
   if (s < 0) return "no difference";
   const double floor = floor_of(e, s, floor_scale);
-  std::string out = std::string(kStatNames[s]) + " " + percent(*e.e[s]) + ", ";
+  std::string out = std::string(kStatNames[s]) + " " + percent(*judged(e, s)) +
+                    (e.produced_from_rms > 0 ? " of the scale of what produced it" : "") + ", ";
   if (floor == 0) return out + "any difference counts for " + e.floor->name + " values";
-  const double z = *e.e[s] / floor;
+  const double z = *judged(e, s) / floor;
   out += times(z) + " the " + std::string(e.floor->name) + (e.floor_assumed ? " (assumed)" : "") + " floor " +
          short_number(floor) + (e.floor_from_upstream ? " (of the data upstream)" : "");
   return out;
@@ -123,12 +159,12 @@ std::string error_text(const RowError& e, int cls, double floor_scale) {
 // statistic: the largest e and z over all its rows, and the largest e over
 // the rows beyond noise (z > 1) with the first row giving it.
 struct Peak {
-  ClassZ e{0.0, 0.0}, z{0.0, 0.0}, e_beyond{0.0, 0.0};
-  std::array<size_t, 2> row{0, 0};  // of e_beyond
-  std::array<bool, 2> beyond{false, false};
-  double any_z() const { return std::max(z[0], z[1]); }
+  ClassZ e{0.0, 0.0, 0.0}, z{0.0, 0.0, 0.0}, e_beyond{0.0, 0.0, 0.0};
+  std::array<size_t, kNumClasses> row{0, 0, 0};  // of e_beyond
+  std::array<bool, kNumClasses> beyond{false, false, false};
+  double any_z() const { return *std::max_element(z.begin(), z.end()); }
   void add(const ClassZ& re, const ClassZ& rz, size_t i) {
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < kNumClasses; ++c) {
       e[c] = std::max(e[c], re[c]);
       z[c] = std::max(z[c], rz[c]);
       if (rz[c] > 1 && (!beyond[c] || re[c] > e_beyond[c])) e_beyond[c] = re[c], row[c] = i, beyond[c] = true;
@@ -177,7 +213,8 @@ std::string short_number(double v) {
   return mant + "e" + sign + exp;
 }
 
-RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_scale, const NoiseFloor* at_least) {
+RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_scale, const NoiseFloor* at_least,
+                   const Sketch* t_sketch, const Sketch* b_sketch, double produced_from_rms) {
   RowError r;
   const bool tensors = t.is_tensor && b.is_tensor;
   r.floor = &noise_floor_for(b.dtype, tensors, &r.floor_assumed);
@@ -200,8 +237,8 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
       r.e[kStatMax] = e;
       r.e[kStatMean] = e;
       r.z = e / (r.floor->aggregate * floor_scale);
-      r.z_class = {r.z, r.z};
-      r.e_class = {e, e};
+      r.z_class = {r.z, r.z, 0.0};
+      r.e_class = {e, e, 0.0};
       r.worst_stat = r.z > 0 ? kStatMax : -1;
       return r;
     }
@@ -217,23 +254,23 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   }
   if (!tensors) {
     r.z = r.hard.empty() ? 0 : kInf;
-    r.z_class = {r.z, r.z};
-    r.e_class = {r.z, r.z};
+    r.z_class = {r.z, r.z, r.z};
+    r.e_class = {r.z, r.z, r.z};
     return r;
   }
   // RMS of the bench tensor: the scale against which a Max, Min or Mean
-  // difference is measured when the statistic itself is near 0.
-  double rms = 0;
+  // difference is measured when the statistic itself is near 0; at least the
+  // RMS expected from what produced the record (a cancellation residue is
+  // judged against the values it was computed from).
+  double rms = bench_rms(b);
   const double n = numel(b);
-  if (const auto norm = numeric(b, kStatNorm); norm && std::isfinite(*norm) && n > 0) rms = std::fabs(*norm) / std::sqrt(n);
-  for (int s = 0; s < kNumStats; ++s) {
-    if (t.kinds[s] == ValueKind::kNone || b.kinds[s] == ValueKind::kNone) continue;
-    const auto tv = numeric(t, s), bv = numeric(b, s);
-    double e;
-    if (!tv || !bv) e = same_print(t, b, s) ? 0 : kInf;  // booleans, text
-    else e = scaled_error(*tv, *bv, s == kStatNorm ? std::fabs(*bv) : std::max(std::fabs(*bv), rms));
-    r.e[s] = e;
-    const double floor = (is_extreme(s) ? r.floor->extreme : r.floor->aggregate) * floor_scale;
+  if (produced_from_rms > rms && n > 0) {
+    rms = produced_from_rms;
+    r.produced_from_rms = produced_from_rms;
+  }
+  const double l2_scale = n > 0 ? rms * std::sqrt(n) : 0.0;
+  auto judge = [&](int s, double e) {
+    const double floor = floor_of(r, s, floor_scale);
     const double z = floor > 0 ? e / floor : (e > 0 ? kInf : 0);
     r.z_class[stat_class(s)] = std::max(r.z_class[stat_class(s)], z);
     r.e_class[stat_class(s)] = std::max(r.e_class[stat_class(s)], e);
@@ -241,11 +278,39 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
       r.z = z;
       r.worst_stat = s;
     }
+  };
+  for (int s = 0; s < kNumStats; ++s) {
+    if (t.kinds[s] == ValueKind::kNone || b.kinds[s] == ValueKind::kNone) continue;
+    const auto tv = numeric(t, s), bv = numeric(b, s);
+    double e;
+    if (!tv || !bv) e = same_print(t, b, s) ? 0 : kInf;  // booleans, text
+    else e = scaled_error(*tv, *bv, s == kStatNorm ? std::max(std::fabs(*bv), l2_scale) : std::max(std::fabs(*bv), rms));
+    r.e[s] = e;
+    judge(s, e);
+  }
+  if (t_sketch && b_sketch) {
+    // |t - b|_2 estimated from the four signed sums, relative to |b|_2 (the
+    // Norm; at least the scale expected from what produced the record).
+    double d2 = 0;
+    bool finite = true;
+    for (int k = 0; k < 4; ++k) {
+      const double d = (*t_sketch)[k] - (*b_sketch)[k];
+      finite = finite && std::isfinite(d);
+      d2 += d * d;
+    }
+    const auto norm = numeric(b, kStatNorm);
+    if (finite && norm && std::isfinite(*norm)) {
+      const double d = std::sqrt(d2 / 4);
+      const double scale = std::max(std::fabs(*norm), l2_scale);
+      const double e = d == 0 ? 0.0 : (scale > 0 ? d / scale : kInf);
+      r.e_sketch = e;
+      judge(kStatSketch, e);
+    }
   }
   if (!r.hard.empty()) {
     r.z = kInf;
-    r.z_class = {kInf, kInf};
-    r.e_class = {kInf, kInf};
+    r.z_class = {kInf, kInf, kInf};
+    r.e_class = {kInf, kInf, kInf};
     r.worst_stat = -1;
   }
   return r;
@@ -283,7 +348,9 @@ RowError row_error_of(const CompareResult& result, size_t index) {
   const NoiseFloor* at_least = nullptr;
   if (!is_parameter(t, result.target.entries) && t.entry < result.data_floors.size())
     at_least = result.data_floors[t.entry];
-  return row_error(t, result.bench.rows[static_cast<size_t>(row.bench)], result.floor_scale, at_least);
+  const TensorRecord& b = result.bench.rows[static_cast<size_t>(row.bench)];
+  const double produced = index < result.produced_from_rms.size() ? result.produced_from_rms[index] : 0.0;
+  return row_error(t, b, result.floor_scale, at_least, sketch_of(result.target, t), sketch_of(result.bench, b), produced);
 }
 
 void find_first_divergence(CompareResult& result, const Thresholds& th) {
@@ -309,12 +376,13 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   const auto& table = noise_floor_table();
   const NoiseFloor* exact = &table.back();
   std::vector<bool> used(table.size(), false);
-  std::vector<ClassZ> ec(rows.size(), ClassZ{0.0, 0.0}), zc(rows.size(), ClassZ{0.0, 0.0});
+  std::vector<ClassZ> ec(rows.size(), ClassZ{0.0, 0.0, 0.0}), zc(rows.size(), ClassZ{0.0, 0.0, 0.0});
   // Integer and bool tensors (exact floor) whose dtype and shape agree: an
   // argmax or a mask (x > 0) computed from floating inputs flips with their
   // rounding, so such an output cannot be weighed against its inputs' noise.
   std::vector<bool> discrete(rows.size(), false);
-  std::vector<ClassZ> fl(rows.size(), ClassZ{0.0, 0.0});  // each row's floors (x scale)
+  std::vector<ClassZ> fl(rows.size(), ClassZ{0.0, 0.0, 0.0});  // each row's floors (x scale)
+  result.produced_from_rms = expected_rms_from_producers(result, kExpectedMargin);
   int64_t params = 0, params_differing = 0;
   const auto ranges = entry_ranges(target, rows);
   result.data_floors.assign(target.entries.size(), nullptr);
@@ -329,13 +397,14 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       row.z = std::nullopt;
       if (row.match != MatchKind::kMatched) continue;
       const TensorRecord& t = target.rows[static_cast<size_t>(row.target)];
-      const RowError e = row_error(t, bench.rows[static_cast<size_t>(row.bench)], scale,
-                                   is_parameter(t, target.entries) ? nullptr : at_least);
+      const TensorRecord& b = bench.rows[static_cast<size_t>(row.bench)];
+      const RowError e = row_error(t, b, scale, is_parameter(t, target.entries) ? nullptr : at_least,
+                                   sketch_of(target, t), sketch_of(bench, b), result.produced_from_rms[i]);
       row.z = e.z;
       zc[i] = e.z_class;
       ec[i] = e.e_class;
       discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
-      fl[i] = {e.floor->aggregate * scale, e.floor->extreme * scale};
+      fl[i] = {e.floor->aggregate * scale, e.floor->extreme * scale, e.floor->sketch * scale};
       used[static_cast<size_t>(e.floor - table.data())] = true;
       if (is_parameter(t, target.entries)) {
         ++params;
@@ -350,6 +419,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       NoiseFloor f = table[k];
       f.aggregate *= scale;
       f.extreme *= scale;
+      f.sketch *= scale;
       result.floors_used.push_back(f);
     }
 
@@ -363,14 +433,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // U: the largest e per class of the earlier entries' floating rows. Integer
   // and bool rows stay out: one flipped argmax index is off by ~0.1-1
   // relative (z infinite), which would explain away every later fault.
-  ClassZ upstream{0.0, 0.0};
+  ClassZ upstream{0.0, 0.0, 0.0};
   // An integer/bool output upstream differed (a flipped argmax or mask): its
   // consumers' integer/bool inputs then differ for a reason that is recorded.
   bool discrete_output_differed = false;
   const double ratio = th.divergence_ratio;
   std::optional<uint32_t> last_matched;
   std::vector<uint32_t> unmatched_since;
-  auto max2 = [](const ClassZ& a) { return std::max(a[0], a[1]); };
+  std::vector<uint32_t> changed_since;  // entries since then whose integer output changed
+  auto max2 = [](const ClassZ& a) { return *std::max_element(a.begin(), a.end()); };
+  // R per class (the Sketch's: kSketchRatioFactor x R).
+  auto ratio_of = [&](int c) { return c == kSketchClass ? ratio * kSketchRatioFactor : ratio; };
   for (const auto& [begin, end] : ranges) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
@@ -395,51 +468,71 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       unmatched_since.push_back(entry);
       continue;
     }
-    // Integer/bool outputs count only when the inputs and parameters agree
-    // exactly (then any difference is the entry's own); otherwise they are
-    // explained by the inputs' rounding, and only add to what is upstream.
-    if (in.any_z() == 0 && par.any_z() == 0)
+    // Integer/bool outputs are the entry's own doing when its inputs and
+    // parameters agree within their floor (then any change is a divergence:
+    // a router that sends a token elsewhere); beyond it, rounding of the
+    // inputs explains a flipped argmax, and they only add to what is upstream.
+    const bool inputs_within_floor = in.any_z() <= 1 && par.any_z() <= 1;
+    const bool inputs_exact = in.any_z() == 0 && par.any_z() == 0;
+    if (inputs_exact)
       for (size_t i = begin; i < end; ++i)
         if (discrete[i] && rows[i].z) out.add(ec[i], zc[i], i);
     uint8_t kinds = 0;
     if (par_z > 1) kinds |= kParameterCause;
     int out_class = -1, in_class = -1;
-    const bool inputs_exact = in.any_z() == 0 && par.any_z() == 0;
+    bool integer_output = false;
     double best_out = -1, best_in = -1, in_reference = 0;
-    for (int c : {kAggregateClass, kExtremeClass}) {
+    for (int c : kClasses) {
       const double ref_out = std::max(in.e[c], par.e[c]);
       for (size_t i = begin; i < end; ++i) {
         if (!rows[i].z || zc[i][c] <= 1) continue;
         const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
         if (t.role == Role::kOutput) {
-          if (discrete[i] && !inputs_exact) continue;
-          if (exceeds(ec[i][c], ratio, ref_out, fl[i][c]) && ec[i][c] > best_out)
+          if (discrete[i]) {
+            if (!inputs_within_floor) continue;
+            // Any change counts: the inputs' rounding, within the floor,
+            // does not explain it.
+            if (ec[i][c] > 0 && !integer_output) best_out = ec[i][c], out_class = c, out.row[c] = i, integer_output = true;
+            continue;
+          }
+          if (integer_output) continue;
+          if (exceeds(ec[i][c], ratio_of(c), ref_out, fl[i][c]) && ec[i][c] > best_out)
             best_out = ec[i][c], out_class = c, out.row[c] = i;
         } else if (!is_parameter(t, target.entries)) {
           if (discrete[i] && discrete_output_differed) continue;
           const double ref_in = upstream[c];
-          if (exceeds(ec[i][c], ratio, ref_in, fl[i][c]) && ec[i][c] > best_in)
+          if (exceeds(ec[i][c], ratio_of(c), ref_in, fl[i][c]) && ec[i][c] > best_in)
             best_in = ec[i][c], in_class = c, in.row[c] = i, in_reference = ref_in;
         }
       }
     }
     if (out_class >= 0) kinds |= kOutputCause;
+    if (integer_output) kinds |= kIntegerOutput;
     if (in_class >= 0) kinds |= kUnrecordedInput;
     if (kinds == 0) {
+      bool changed = false;  // an integer/bool output differs (explained by the inputs)
       for (size_t i = begin; i < end; ++i) {
         if (!rows[i].z) continue;
         if (discrete[i]) {
           const bool output = target.rows[static_cast<size_t>(rows[i].target)].role == Role::kOutput;
-          discrete_output_differed = discrete_output_differed || (output && *rows[i].z > 0);
+          changed = changed || (output && *rows[i].z > 0);
           continue;
         }
-        for (int c : {kAggregateClass, kExtremeClass}) upstream[c] = std::max(upstream[c], ec[i][c]);
+        for (int c : kClasses) upstream[c] = std::max(upstream[c], ec[i][c]);
         seen.max_z = std::max(seen.max_z, *rows[i].z);
       }
+      discrete_output_differed = discrete_output_differed || changed;
       seen.max_e = std::max(seen.max_e, max2(upstream));
       seen.rows += matched;
-      last_matched = entry;
-      unmatched_since.clear();
+      // An entry whose integer output changed is not "agreeing", even when
+      // its inputs explain the change.
+      if (!changed) {
+        last_matched = entry;
+        unmatched_since.clear();
+        changed_since.clear();
+      } else {
+        changed_since.push_back(entry);
+      }
       continue;
     }
     Divergence d;
@@ -474,14 +567,20 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
              "loaded weights differ";
       add(m);
     }
-    if (kinds & kOutputCause) {
+    if (kinds & kIntegerOutput) {
+      std::string m = label(out.row[out_class]) + ": integer output changed (" +
+                      error_text(row_error_of(result, out.row[out_class]), out_class, scale) + "); " +
+                      (inputs_exact ? "its inputs agree exactly" : "its inputs agree within their floor");
+      add(m);
+    } else if (kinds & kOutputCause) {
       const double explained = std::max(in.e[out_class], par.e[out_class]), e = best_out;
       std::string m = label(out.row[out_class]) + ": " +
                       error_text(row_error_of(result, out.row[out_class]), out_class, scale) + ", ";
       if (in.any_z() == 0 && par.any_z() == 0) m += "while its inputs agree exactly";
       else if (explained == 0)
         m += out_class == kAggregateClass ? "while its inputs' Means and Norms agree exactly"
-                                          : "while its inputs' Max and Min agree exactly";
+             : out_class == kExtremeClass ? "while its inputs' Max and Min agree exactly"
+                                          : "while its inputs' Sketches agree exactly";
       else m += std::isinf(e) ? "beyond its inputs'" : times(e / explained) + " its inputs'";
       add(m);
     }
@@ -499,6 +598,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         else m += " before this call";
         if (!unmatched_since.empty())
           m += " (or from a call recorded on one side only: " + entry_list(target, unmatched_since) + ")";
+        if (!changed_since.empty())
+          m += "; after it, the integer output of " + entry_list(target, changed_since) +
+               " changed while its inputs differed beyond their floor";
       }
       add(m);
     }

@@ -33,6 +33,7 @@
 // The rows of the entry found get first_divergence = true; every matched
 // row gets its z.
 
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -43,8 +44,12 @@ namespace graphprobe::compare {
 // The error of one matched pair of records. floor_scale multiplies the
 // floor; at_least (data rows: the floor of the data upstream) replaces the
 // record's own floating floor when coarser.
+// With both sketches (Dump::sketches) the Sketch is judged too;
+// produced_from_rms > the bench's own RMS measures the errors against it
+// (cancellation, below).
 RowError row_error(const TensorRecord& target, const TensorRecord& bench, double floor_scale,
-                   const NoiseFloor* at_least = nullptr);
+                   const NoiseFloor* at_least = nullptr, const std::array<double, 4>* target_sketch = nullptr,
+                   const std::array<double, 4>* bench_sketch = nullptr, double produced_from_rms = 0);
 
 // row_error of matched row `index` of a result after find_first_divergence,
 // as it measured it (result.data_floors, result.floor_scale).

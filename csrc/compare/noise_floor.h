@@ -3,10 +3,11 @@
 // one table the first-divergence rule, the Python API, compare's summary and
 // docs/formats.md ("Noise floor") all read. Torch-free.
 //
-// Two classes of statistic: aggregate ones (Mean, Norm: sums over every
-// element, where rounding errors average out) and extreme ones (Max, Min:
+// Three classes of statistic: aggregate ones (Mean, Norm: sums over every
+// element, where rounding errors average out), extreme ones (Max, Min:
 // one element, which a one-ulp difference in a fused or reordered kernel
-// moves by a full ulp of its dtype). Values are relative errors (not %),
+// moves by a full ulp of its dtype) and the Sketch (an estimate of the
+// relative L2 error of the whole tensor, stats/sketch.h). Values are relative errors (not %),
 // as the scale-aware error of first_divergence.h measures them.
 
 #include <string_view>
@@ -19,6 +20,9 @@ struct NoiseFloor {
   const char* dtypes;    // the dtypes the row covers, for docs and --help
   double aggregate;      // Mean, Norm
   double extreme;        // Max, Min
+  // Sketch: the relative L2 error of the whole tensor it estimates (every
+  // element's rounding counts, none averages out, and none is singled out).
+  double sketch;
 };
 
 // The table, most precise first; the last row ("exact") is integers, bool

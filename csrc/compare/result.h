@@ -150,10 +150,12 @@ struct CompareRow {
   }
 };
 
-// Classes of statistic: aggregate (Mean, Norm) and extreme (Max, Min), each
-// with a floor of its own (noise_floor.h).
-enum StatClass : int { kAggregateClass = 0, kExtremeClass = 1 };
-using ClassZ = std::array<double, 2>;  // z per StatClass
+// Classes of statistic: aggregate (Mean, Norm), extreme (Max, Min) and the
+// Sketch (an estimate of the relative L2 error), each with a floor of its own
+// (noise_floor.h).
+enum StatClass : int { kAggregateClass = 0, kExtremeClass = 1, kSketchClass = 2 };
+constexpr int kNumClasses = 3;
+using ClassZ = std::array<double, kNumClasses>;  // z per StatClass
 
 // The error of one matched row as the first-divergence rule measures it.
 struct RowError {
@@ -161,10 +163,19 @@ struct RowError {
   // |t - b| / max(|b|, RMS of the bench tensor) for Max, Min, Mean;
   // |t - b| / |b| for Norm. Absent where a side has no number.
   StatArray e;
+  // The Sketch's: sqrt(mean over the four sums of (t - b)^2) / the bench's
+  // Norm, an estimate of |t - b|_2 / |b|_2. Absent where a side has no Sketch.
+  OptDouble e_sketch;
   double z = 0;         // max over statistics of e / floor; inf for a hard difference
-  ClassZ z_class{0.0, 0.0};  // the same max within each StatClass
-  ClassZ e_class{0.0, 0.0};  // the largest e within each StatClass (inf for a hard difference)
-  int worst_stat = -1;  // the statistic giving z; -1 when z is 0 or hard
+  ClassZ z_class{0.0, 0.0, 0.0};  // the same max within each StatClass
+  ClassZ e_class{0.0, 0.0, 0.0};  // the largest e within each StatClass (inf for a hard difference)
+  // The statistic giving z (kStatMax .. kStatNorm, or kStatSketch); -1 when
+  // z is 0 or hard.
+  int worst_stat = -1;
+  // The scale the errors were measured against when it exceeded the bench
+  // tensor's own RMS (a cancellation: a record far smaller than what
+  // produced it); 0 otherwise.
+  double produced_from_rms = 0;
   const NoiseFloor* floor = nullptr;  // the bench dtype's row of the table
   bool floor_assumed = false;         // a floating dtype the table does not name
   bool floor_from_upstream = false;   // measured against the coarser floor of the data upstream
@@ -176,7 +187,11 @@ enum DivergenceKind : uint8_t {
   kParameterCause = 1,    // a parameter differs beyond noise: nothing upstream produced it
   kOutputCause = 2,       // an output beyond R x its inputs' and parameters' error + its floor
   kUnrecordedInput = 4,   // an input beyond R x everything recorded before it + its floor
+  kIntegerOutput = 8,     // with kOutputCause: an integer/bool output changed while the inputs agree within their floor
 };
+
+// The Sketch's index next to the four statistics (RowError::worst_stat).
+constexpr int kStatSketch = kNumStats;
 
 struct Divergence {
   uint32_t entry = 0;      // index into target.entries
@@ -232,6 +247,10 @@ struct CompareResult {
   // Per target entry: the coarsest floating floor of the data up to its
   // inputs (first_divergence.h); null before any floating data.
   std::vector<const NoiseFloor*> data_floors;
+  // Per row (rows order): the RMS the row's errors are measured against when
+  // it exceeds the bench tensor's own (first_divergence.h, "Cancellation");
+  // 0 for the others. Empty before find_first_divergence.
+  std::vector<double> produced_from_rms;
   // Rows per Result; the kUnmatched slot counts every row without a partner
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};

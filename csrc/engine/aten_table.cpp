@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -112,6 +113,7 @@ class AtenTable final : public DeviceTable {
       r.v[c] = f;
     }
     for (int c = column::kNanCount; c <= column::kWrites; ++c) r.v[c] = w[c];
+    for (int c = column::kSketch0; c <= column::kSketch3; ++c) r.v[c] = std::numeric_limits<double>::quiet_NaN();
     return r;
   }
 

@@ -2,6 +2,7 @@
 #include <c10/util/Exception.h>
 
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -9,6 +10,7 @@
 #include "stats/reducible_types.h"
 #include "runtime/device_runtime.h"
 #include "stats/checksum_cpu.h"
+#include "stats/sketch_cpu.h"
 #include "stats/stats_cpu.h"
 
 namespace graphprobe {
@@ -27,15 +29,27 @@ class CpuTable final : public DeviceTable {
   void record(const at::Tensor& x, int64_t row, bool checksum) override {
     // Reduce before taking the lock: threads probing in parallel only
     // serialise on the short row update below.
-    const Row stats = stats::value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0
-                          ? compute_stats_cpu(x)
-                          : Row{};
+    const bool reduced = stats::value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0;
+    Row stats = reduced ? compute_stats_cpu(x) : Row{};
+    // A second read of x, not fused into the vectorised statistics kernels:
+    // their loaders feed lanes in an order that loses the element index the
+    // signs are defined on (benchmarks/results/sketch_cost.md measures it).
+    const auto sketch = sketch::sketch_cpu(x);
+    for (int k = 0; k < sketch::kProjections; ++k) stats.v[column::kSketch0 + k] = sketch[k];
     write(stats.v, row, checksum ? checksum::checksum_cpu(x) : std::nullopt);
   }
 
-  // `values` holds the statistic columns in row order (Engine::record_values).
+  // `values` holds the statistic columns kMax .. kNanCount, followed by the
+  // sketch's four when the producer computed them (Engine::record_values).
   void write_values(const at::Tensor& values, int64_t row) override {
-    write(values.const_data_ptr<double>(), row, std::nullopt);
+    Row r{};
+    const double* v = values.const_data_ptr<double>();
+    for (int c = column::kMax; c <= column::kNanCount; ++c) r.v[c] = v[c];
+    for (int k = 0; k < sketch::kProjections; ++k)
+      r.v[column::kSketch0 + k] = values.numel() > column::kNanCount + 1 + k
+                                      ? v[column::kNanCount + 1 + k]
+                                      : std::numeric_limits<double>::quiet_NaN();
+    write(r.v, row, std::nullopt);
   }
 
   std::vector<Row> fetch() override {
@@ -70,6 +84,7 @@ class CpuTable final : public DeviceTable {
     r.v[column::kStamp] = epoch;
     r.v[column::kSeq] = ++seq_;
     for (int c = column::kMax; c <= column::kNanCount; ++c) r.v[c] = stats[c];
+    for (int c = column::kSketch0; c <= column::kSketch3; ++c) r.v[c] = stats[c];
     set_row_checksum(r, hash.value_or(0));
     r.v[column::kHashed] = hash ? 1.0 : 0.0;
   }

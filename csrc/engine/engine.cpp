@@ -11,6 +11,7 @@
 #include "runtime/capture_state.h"
 #include "runtime/device_runtime.h"
 #include "stats/reducible_types.h"
+#include "stats/sketch.h"
 #include "writer/save_file.h"
 #include "writer/save_target.h"
 #include "writer/writer.h"
@@ -252,10 +253,13 @@ void Engine::record_mirror(const at::Tensor& x, int64_t site, int64_t index, int
 void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index, c10::ScalarType dtype,
                            c10::IntArrayRef shape) {
   (void)runtime::runtime_for(values.device().type());
+  constexpr int64_t kStats = column::kNanCount + 1;
   TORCH_CHECK(values.scalar_type() == c10::ScalarType::Double && values.dim() == 1 &&
-                  values.numel() == column::kNanCount + 1 && values.is_contiguous(),
-              "graphprobe.record_values: expected the ", column::kNanCount + 1,
-              " statistics as a contiguous float64 vector, got ", values.scalar_type(), " of shape ", values.sizes());
+                  (values.numel() == kStats || values.numel() == kStats + sketch::kProjections) &&
+                  values.is_contiguous(),
+              "graphprobe.record_values: expected the ", kStats, " statistics (or those and the ",
+              sketch::kProjections, " sketch sums) as a contiguous float64 vector, got ", values.scalar_type(),
+              " of shape ", values.sizes());
   const DeviceTarget target =
       device_target(values, site, index, dtype, shape, c10::multiply_integers(shape.begin(), shape.end()));
   if (target.table == nullptr) return;
@@ -296,6 +300,7 @@ int64_t Engine::append_rows(std::vector<ExecutedRow>* out, const std::vector<Row
     t.sum = r.v[column::kSum];
     t.sumsq = r.v[column::kSumSq];
     t.nan_count = static_cast<int64_t>(r.v[column::kNanCount]);
+    for (int k = 0; k < sketch::kProjections; ++k) t.sketch[k] = r.v[column::kSketch0 + k];
     t.writes = static_cast<int64_t>(r.v[column::kWrites]);
     t.md5_requested = checksums_;
     if (r.v[column::kHashed] == 1.0) t.md5 = row_checksum(r);

@@ -107,6 +107,15 @@ std::string tensor_leaf(const TensorRow& r) {
   w.key(dump_keys::kNorm);
   if (!has_moments) w.value_null();
   else w.value_number(nan ? NAN : std::sqrt(r.sumsq));
+  // After Norm and before requires_grad, where msprobe's readers look up
+  // their keys by name: an extra key is passed over (tests/test_compare_msprobe.py).
+  if (has_moments && r.kind == ValueKind::kFloating && !nan && std::isfinite(r.sketch[0]) && std::isfinite(r.sketch[1]) &&
+      std::isfinite(r.sketch[2]) && std::isfinite(r.sketch[3])) {
+    w.key(dump_keys::kSketch);
+    w.begin_array();
+    for (double v : r.sketch) w.value_number(v);
+    w.end_array();
+  }
   w.key(dump_keys::kRequiresGrad);
   w.value_bool(r.requires_grad);
   for (const auto& [key, json_text] : r.extras) {

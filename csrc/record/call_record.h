@@ -7,7 +7,9 @@
 // ["input_args", "0"], and the tensor's statistics) and its non-tensor leaves
 // (ints, floats, strings, None, ... as msprobe writes them).
 
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,6 +24,8 @@ namespace graphprobe {
 // components so that a dict key holding a '.' stays one key.
 using Place = std::vector<std::string>;
 
+inline constexpr double kNoSketch = std::numeric_limits<double>::quiet_NaN();
+
 struct TensorRow {
   Place place;
   int64_t order = 0;   // position among the call's values in argument order
@@ -32,6 +36,9 @@ struct TensorRow {
   int64_t numel = 0;
   double max = 0, min = 0, sum = 0, sumsq = 0;
   int64_t nan_count = 0;
+  // The Sketch statistic's four signed sums (stats/sketch.h); written as
+  // "Sketch" when all four are finite, left out otherwise.
+  std::array<double, 4> sketch{kNoSketch, kNoSketch, kNoSketch, kNoSketch};
   int64_t writes = 1;  // executions since the last step (>1: replays collapsed)
   // summary_mode "md5": the checksum of the tensor's bits (docs/formats.md),
   // written as "md5"; requested without a value (an empty tensor, a type or

@@ -31,6 +31,7 @@ inline constexpr const char kNorm[] = "Norm";
 inline constexpr const char kRequiresGrad[] = "requires_grad";
 inline constexpr const char kDataName[] = "data_name";      // tensor task: the tensor's file
 inline constexpr const char kWriteCount[] = "write_count";  // written when > 1 (replays collapsed)
+inline constexpr const char kSketch[] = "Sketch";  // graphprobe's four signed sums (stats/sketch.h)
 inline constexpr const char kMd5[] = "md5";  // summary_mode "md5": the checksum, 16 hex digits (or null)
 
 }  // namespace graphprobe::dump_keys

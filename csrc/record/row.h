@@ -28,6 +28,13 @@ enum Column : int {
   // row_checksum), valid when kHashed is 1 (this write computed it).
   kChecksum,
   kHashed,
+  // The Sketch statistic (stats/sketch.h): four signed sums; NaN where the
+  // writer did not compute them (non-floating tensors, precomputed
+  // statistics without them), and then left out of dump.json.
+  kSketch0,
+  kSketch1,
+  kSketch2,
+  kSketch3,
   kNumColumns
 };
 }  // namespace column

@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "record/row.h"
+#include "stats/sketch.h"
 
 namespace graphprobe::kernels {
 
@@ -93,6 +94,7 @@ __global__ void begin_row(double* row, const int64_t* epoch, unsigned long long*
   row[column::kNanCount] = 0.0;
   row[column::kChecksum] = 0.0;  // all bits 0: the sum of no contributions
   row[column::kHashed] = hashed != 0 ? 1.0 : 0.0;
+  for (int k = 0; k < sketch::kProjections; ++k) row[column::kSketch0 + k] = 0.0;
 }
 
 // max/min in float for floating types of at most 32 bits (exact: they are
@@ -108,23 +110,46 @@ struct Partial {
   M mx, mn;
   double s, sq;
   unsigned long long nan;
+  double sk[sketch::kProjections];  // the Sketch's signed sums (stats/sketch.h)
 };
 
 template <typename M>
 __device__ inline Partial<M> start_partial() {
   const double inf = __longlong_as_double(0x7ff0000000000000LL);
-  return Partial<M>{static_cast<M>(-inf), static_cast<M>(inf), 0.0, 0.0, 0ULL};
+  return Partial<M>{static_cast<M>(-inf), static_cast<M>(inf), 0.0, 0.0, 0ULL, {0.0, 0.0, 0.0, 0.0}};
+}
+
+// The four sign bits of element i (bit k set: projection k takes -x).
+__device__ inline unsigned sketch_signs(int64_t i) {
+  const uint64_t bits = sketch::group_bits(static_cast<uint64_t>(i) / sketch::kGroup);
+  return sketch::lane_bits(bits, static_cast<int>(static_cast<uint64_t>(i) % sketch::kGroup));
+}
+
+template <typename A>
+__device__ inline void add_signed(A* sk, unsigned signs, A v) {
+#pragma unroll
+  for (int k = 0; k < sketch::kProjections; ++k) sk[k] += ((signs >> k) & 1u) ? -v : v;
 }
 
 // One element, exactly: the head and tail, integers, doubles, and float
 // vectors whose float sums cannot be trusted. A NaN compares false: it is
-// counted, not folded into max/min.
+// counted, not folded into max/min. `index`: its row-major position, for the
+// Sketch's signs.
 template <typename M>
-__device__ inline void add_exact(Partial<M>& p, double v) {
+__device__ inline void add_exact(Partial<M>& p, double v, int64_t index) {
   const M m = static_cast<M>(v);
   p.mx = m > p.mx ? m : p.mx;
   p.mn = m < p.mn ? m : p.mn;
   p.nan += (v != v) ? 1ULL : 0ULL;
+  p.s += v;
+  p.sq += v * v;
+  add_signed(p.sk, sketch_signs(index), v);
+}
+
+// The exact statistics without the Sketch (a vector whose float sums are
+// recomputed: its sketch sums were taken already).
+template <typename M>
+__device__ inline void add_exact_moments(Partial<M>& p, double v) {
   p.s += v;
   p.sq += v * v;
 }
@@ -143,12 +168,23 @@ __device__ inline Vec<T> unpack(const uint4& raw) {
   return out;
 }
 
+// `first`: the row-major index of x.v[0]. A vector of at most 16 elements
+// spans at most two groups of the Sketch's signs.
 template <typename T>
-__device__ inline void add_vector(Partial<Extreme<T>>& p, const Vec<T>& x) {
+__device__ inline void add_vector(Partial<Extreme<T>>& p, const Vec<T>& x, int64_t first) {
+  const uint64_t g0 = static_cast<uint64_t>(first) / sketch::kGroup;
+  const uint64_t bits0 = sketch::group_bits(g0);
+  const uint64_t last_group = static_cast<uint64_t>(first + Vec<T>::kLanes - 1) / sketch::kGroup;
+  const uint64_t bits1 = last_group == g0 ? bits0 : sketch::group_bits(last_group);
+  auto signs = [&](int j) {
+    const uint64_t i = static_cast<uint64_t>(first + j);
+    return sketch::lane_bits(i / sketch::kGroup == g0 ? bits0 : bits1, static_cast<int>(i % sketch::kGroup));
+  };
   if constexpr (kFloatPath<T>) {
     // fmaxf/fminf return the other operand for a NaN: NaNs stay out of
     // max/min without a branch.
     float s = 0.0f, sq = 0.0f, mx = p.mx, mn = p.mn, lmx = 0.0f, lmn = 0.0f;
+    float sk[sketch::kProjections] = {0.0f, 0.0f, 0.0f, 0.0f};
     unsigned int nan = 0;
 #pragma unroll
     for (int j = 0; j < Vec<T>::kLanes; ++j) {
@@ -160,25 +196,32 @@ __device__ inline void add_vector(Partial<Extreme<T>>& p, const Vec<T>& x) {
       nan += (f != f) ? 1u : 0u;
       s += f;
       sq = fmaf(f, f, sq);
+      add_signed(sk, signs(j), f);
     }
     p.mx = mx;
     p.mn = mn;
     p.nan += nan;
+#pragma unroll
+    for (int k = 0; k < sketch::kProjections; ++k) p.sk[k] += static_cast<double>(sk[k]);
     const bool zeros = lmx == 0.0f && lmn == 0.0f;  // every element +-0 (or NaN, caught by isfinite)
     if (isfinite(s) && isfinite(sq) && (sq >= 0x1p-60f || zeros)) {
       p.s += static_cast<double>(s);
       p.sq += static_cast<double>(sq);
     } else {
 #pragma unroll
-      for (int j = 0; j < Vec<T>::kLanes; ++j) {
-        const double v = to_double(x.v[j]);
-        p.s += v;
-        p.sq += v * v;
-      }
+      for (int j = 0; j < Vec<T>::kLanes; ++j) add_exact_moments(p, to_double(x.v[j]));
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < Vec<T>::kLanes; ++j) add_exact(p, to_double(x.v[j]));
+    for (int j = 0; j < Vec<T>::kLanes; ++j) {
+      const double v = to_double(x.v[j]);
+      const Extreme<T> m = static_cast<Extreme<T>>(v);
+      p.mx = m > p.mx ? m : p.mx;
+      p.mn = m < p.mn ? m : p.mn;
+      p.nan += (v != v) ? 1ULL : 0ULL;
+      add_exact_moments(p, v);
+      add_signed(p.sk, signs(j), v);
+    }
   }
 }
 
@@ -189,6 +232,8 @@ __device__ inline Partial<M> merge(Partial<M> a, const Partial<M>& b) {
   a.s += b.s;
   a.sq += b.sq;
   a.nan += b.nan;
+#pragma unroll
+  for (int k = 0; k < sketch::kProjections; ++k) a.sk[k] += b.sk[k];
   return a;
 }
 
@@ -196,7 +241,9 @@ template <typename M>
 __device__ inline Partial<M> shuffle_down(const Partial<M>& p, int offset) {
   return Partial<M>{__shfl_down_sync(0xffffffffu, p.mx, offset), __shfl_down_sync(0xffffffffu, p.mn, offset),
                     __shfl_down_sync(0xffffffffu, p.s, offset), __shfl_down_sync(0xffffffffu, p.sq, offset),
-                    __shfl_down_sync(0xffffffffu, p.nan, offset)};
+                    __shfl_down_sync(0xffffffffu, p.nan, offset),
+                    {__shfl_down_sync(0xffffffffu, p.sk[0], offset), __shfl_down_sync(0xffffffffu, p.sk[1], offset),
+                     __shfl_down_sync(0xffffffffu, p.sk[2], offset), __shfl_down_sync(0xffffffffu, p.sk[3], offset)}};
 }
 
 template <typename T>
@@ -225,12 +272,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      if (base + u * threads < vectors) add_vector<T>(p, unpack<T>(raw[u]));
+      if (base + u * threads < vectors) add_vector<T>(p, unpack<T>(raw[u]), head + (base + u * threads) * kLanes);
     }
   }
   const int64_t tail = head + vectors * kLanes;
-  if (tid < head) add_exact(p, to_double(x[tid]));
-  if (tid < n - tail) add_exact(p, to_double(x[tail + tid]));
+  if (tid < head) add_exact(p, to_double(x[tid]), tid);
+  if (tid < n - tail) add_exact(p, to_double(x[tail + tid]), tail + tid);
 
   for (int offset = 16; offset > 0; offset >>= 1) p = merge(p, shuffle_down(p, offset));
   __shared__ Partial<M> warps[kThreads / 32];
@@ -247,6 +294,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       atomicAdd(row + column::kSum, p.s);
       atomicAdd(row + column::kSumSq, p.sq);
       if (p.nan > 0) atomicAdd(row + column::kNanCount, static_cast<double>(p.nan));
+#pragma unroll
+      for (int k = 0; k < sketch::kProjections; ++k) atomicAdd(row + column::kSketch0 + k, p.sk[k]);
     }
   }
 }

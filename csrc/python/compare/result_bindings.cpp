@@ -28,6 +28,7 @@ py::list kind_names(uint8_t kinds) {
   if (kinds & kParameterCause) out.append("parameter");
   if (kinds & kOutputCause) out.append("output");
   if (kinds & kUnrecordedInput) out.append("unrecorded-input");
+  if (kinds & kIntegerOutput) out.append("integer-output");
   return out;
 }
 
@@ -135,7 +136,7 @@ void bind_result(py::module_& m) {
             out["message"] = d.message;
             return out;
           },
-          "The first divergence, or None: entry, entry_index, kinds (of 'parameter', 'output', "
+          "The first divergence, or None: entry, entry_index, kinds (of 'parameter', 'output', 'integer-output', "
           "'unrecorded-input'), row (the name of the row that triggered), row_index, error (that row's, as "
           "Row.error), z_inputs / z_parameters / z_outputs (largest z of the entry's rows of each role), "
           "last_agreeing and unmatched_between (kind unrecorded-input), parameter_rows, "

@@ -42,7 +42,8 @@ std::optional<std::string> non_empty(const std::string& s) {
   return s;
 }
 
-const char* const kStatNames[kNumStats] = {"Max", "Min", "Mean", "Norm"};
+// The four statistics, then the Sketch (kStatSketch).
+const char* const kStatNames[kNumStats + 1] = {"Max", "Min", "Mean", "Norm", "Sketch"};
 
 // A RowError as Python sees it: per-statistic errors, z, the floor used.
 py::dict row_error_dict(const RowError& e, double floor_scale) {
@@ -55,9 +56,15 @@ py::dict row_error_dict(const RowError& e, double floor_scale) {
   d["floor_from_upstream"] = e.floor_from_upstream;
   d["floor_aggregate"] = e.floor ? e.floor->aggregate * floor_scale : 0.0;
   d["floor_extreme"] = e.floor ? e.floor->extreme * floor_scale : 0.0;
+  d["floor_sketch"] = e.floor ? e.floor->sketch * floor_scale : 0.0;
+  d["error_sketch"] = e.e_sketch ? py::object(py::float_(*e.e_sketch)) : py::object(py::none());
+  d["produced_from_rms"] = e.produced_from_rms > 0 ? py::object(py::float_(e.produced_from_rms)) : py::object(py::none());
   std::optional<double> used;
   if (e.floor && e.worst_stat >= 0)
-    used = (e.worst_stat == kStatMax || e.worst_stat == kStatMin ? e.floor->extreme : e.floor->aggregate) * floor_scale;
+    used = (e.worst_stat == kStatSketch                               ? e.floor->sketch
+            : e.worst_stat == kStatMax || e.worst_stat == kStatMin ? e.floor->extreme
+                                                                    : e.floor->aggregate) *
+           floor_scale;
   d["floor"] = used;
   d["hard"] = non_empty(e.hard);
   return d;
@@ -93,7 +100,10 @@ void bind_row(py::module_& m) {
                                return row_error_dict(row_error_of(*v.result, v.index), v.result->floor_scale);
                              },
                              "Matched rows: the first-divergence error as a dict (errors per statistic (Max, Min, "
-                             "Mean, Norm), z, worst_stat, floor_name, floor, floor_aggregate, floor_extreme, "
+                             "Mean, Norm), error_sketch (the Sketch's estimate of the relative L2 error, or None), z, worst_stat "
+                             "(Max, Min, Mean, Norm or Sketch), floor_name, floor, floor_aggregate, floor_extreme, "
+                             "floor_sketch, produced_from_rms (the RMS the errors were measured against when a "
+                             "cancellation made the record smaller than what produced it, else None), "
                              "floor_from_upstream (measured against the coarser floor of the data upstream), hard); None "
                              "otherwise.")
       .def_property_readonly("target_dtype", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.dtype; }); })

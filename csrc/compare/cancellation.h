@@ -1,0 +1,40 @@
+#pragma once
+// The scale a record is expected to have from what produced it, for records
+// far smaller than that: cancellation residues. Torch-free.
+//
+// A gradient that is zero in theory -- a key projection's bias (softmax
+// ignores a constant shift of the logits), the input of a normalisation
+// under a loss that its scale does not change -- is computed as rounding
+// residue, ~1e-7 of the values it was summed from; eager and compiled code
+// leave different residues (20-60 % of their own size). Judged against its
+// own RMS such a record is a "divergence" thousands of times beyond the
+// floor; judged against the scale of what produced it, it is rounding.
+//
+// Expected RMS, from the bench's records (docs/formats.md, "Cancellation"):
+//  * a backward entry's outputs (gradients of the forward call's inputs):
+//    the largest expected RMS of its inputs (gradients of the outputs) times
+//    the forward call's gain, RMS(outputs) / RMS(inputs), which a linear
+//    map, a normalisation or a softmax shares with its backward to within
+//    sqrt(fan_out / fan_in);
+//  * a {module}.parameters_grad entry's records: sqrt(T) times the expected
+//    RMS of the gradient of the module's output (its first backward call's
+//    input), times the RMS of its first forward call's input for a matrix
+//    (T = numel(gradient) / rows of the parameter), or alone for a vector
+//    (T = numel(gradient) / numel(parameter)): a sum of T products of random
+//    sign;
+//  * an input row whose bench statistics equal, bit for bit, those of an
+//    earlier row given an expected RMS (the same tensor, recorded again as
+//    the next call's input): that row's.
+// Each expected RMS is divided by a margin (8) and kept only where it
+// exceeds the record's own RMS; everything else gets 0 (its own RMS rules).
+
+#include <vector>
+
+#include "compare/result.h"
+
+namespace graphprobe::compare {
+
+// One value per row of result.rows (0: judged on its own RMS).
+std::vector<double> expected_rms_from_producers(const CompareResult& result, double margin);
+
+}  // namespace graphprobe::compare
