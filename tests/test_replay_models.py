@@ -204,3 +204,44 @@ def test_attention_called_with_the_default_cache_is_judged(write_config, tmp_pat
         assert mods[path]["verdict"] == "inherits", (path, mods[path])
     # The user's cache holds what the model wrote, untouched by replay: one entry of 8 positions per layer.
     assert [layer.keys.shape[-2] for layer in out.past_key_values.layers] == [8, 8]
+
+
+class Node:
+    """An object that refers back to itself, with two branches per level."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+        self.left = self
+        self.right = self
+
+
+class TakesNode(nn.Module):
+    def forward(self, x: torch.Tensor, node: Node) -> torch.Tensor:
+        return x + node.x
+
+
+class PassesNode(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = TakesNode()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x, Node(x * 3))
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_an_object_that_refers_to_itself_is_refused_quickly(write_config, tmp_path, backend) -> None:
+    """Walked to the nesting limit of containers, this object would have
+    2**32 branches: the walk stops after a few nested objects, the model
+    runs, and the call is not judged with that reason."""
+    model = PassesNode()
+    dumper = AclGraphDumper(write_config(replay=True))
+    dumper.start(model)
+    fn = model if backend is None else torch.compile(model, backend=backend, fullgraph=True)
+    x = torch.ones(3)
+    with torch.no_grad():
+        assert torch.equal(fn(x), x * 4)
+    dumper.step()
+    dumper.stop()
+    (call,) = _replay_file(str(tmp_path / "dump"))["modules"]
+    assert call["verdict"] == "not judged" and "objects nested deeper than 3" in call["reason"], call

@@ -53,6 +53,7 @@ _LIB = torch.library.Library("graphprobe_replay", "DEF")
 _LIB.define("keep(Tensor[] tensors, int site, int part) -> ()", tags=(torch.Tag.nondeterministic_seeded,))
 
 PART_OPEN, PART_CLOSE = 0, 1
+_MAX_OBJECTS = 3  # objects within objects that replay describes (a cache holds its layers: 2)
 _MAX_OPEN = 4096  # open calls remembered per thread
 _EMPTY = torch.empty(0)  # stands for a buffer or parameter set to None after start()
 
@@ -323,7 +324,7 @@ def _warn_once(text: str) -> None:
         warnings.warn(text, RuntimeWarning, stacklevel=2)
 
 
-def _describe(value: Any, depth: int, tensors: list[torch.Tensor]) -> Spec:
+def _describe(value: Any, depth: int, tensors: list[torch.Tensor], objects: int = 0) -> Spec:
     """The structure of ``value`` with its tensors replaced by their index in
     ``tensors``. Written for dynamo to trace without a graph break."""
     if isinstance(value, torch.Tensor):
@@ -336,13 +337,13 @@ def _describe(value: Any, depth: int, tensors: list[torch.Tensor]) -> Spec:
         return ("X", "nesting deeper than " + str(MAX_DEPTH))
     if isinstance(value, (tuple, list)):
         kind = "list" if isinstance(value, list) else "tuple"
-        return (kind, tuple(_describe(v, depth + 1, tensors) for v in value))
+        return (kind, tuple(_describe(v, depth + 1, tensors, objects) for v in value))
     if isinstance(value, dict):
         items = []
         for key, item in value.items():
             if not isinstance(key, (str, int)):
                 return ("X", "dict with " + type(key).__name__ + " keys")
-            items.append((key, _describe(item, depth + 1, tensors)))
+            items.append((key, _describe(item, depth + 1, tensors, objects)))
         return ("dict", tuple(items))
     if value is None or isinstance(value, (bool, int, float, str)):
         if isinstance(value, str):
@@ -355,7 +356,11 @@ def _describe(value: Any, depth: int, tensors: list[torch.Tensor]) -> Spec:
     if isinstance(value, type):
         return ("K", value)
     if _plain_object(value):
-        return ("O", type(value), tuple((key, _describe(item, depth + 1, tensors))
+        # Objects nest at most _MAX_OBJECTS deep: one that refers back to itself (a parent link) or a large
+        # object graph would otherwise be walked to MAX_DEPTH, branching at every level.
+        if objects >= _MAX_OBJECTS:
+            return ("X", type(value).__name__ + " (objects nested deeper than " + str(_MAX_OBJECTS) + ")")
+        return ("O", type(value), tuple((key, _describe(item, depth + 1, tensors, objects + 1))
                                         for key, item in value.__dict__.items()))
     return ("X", type(value).__name__)
 
