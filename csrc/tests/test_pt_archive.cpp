@@ -1,13 +1,16 @@
 // The torch.save reader (format/pt_archive): files torch writes are read;
 // crafted files whose pickle or zip directory claims more than the file holds
 // are refused with FormatError naming the file; random mutations never read
-// outside the file. scripts/asan_parsers.sh runs this under ASan/UBSan, also
-// over the crafted files of tests/reliability/crafted_pt.py (the folder named
-// by GRAPHPROBE_PT_FILES).
+// outside the file; the crafted files of tests/reliability/crafted_pt.py (the
+// folder named by GRAPHPROBE_PT_FILES, which ctest writes and sets: see
+// CMakeLists.txt) are each refused with their reason. scripts/asan_parsers.sh
+// runs this under ASan/UBSan.
 #include <dirent.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -149,10 +152,18 @@ void mutations_never_read_outside() {
   CHECK_EQ(read + refused, 20000);
 }
 
-// The crafted files of tests/reliability/crafted_pt.py, when given.
+// The crafted files of tests/reliability/crafted_pt.py: each refused with
+// FormatError naming the file and giving its reason (<name>.why beside it).
+// Required: a run without them would pass without reading one.
 void crafted_files() {
   const char* dir = std::getenv("GRAPHPROBE_PT_FILES");
-  if (dir == nullptr) return;
+  if (dir == nullptr) {
+    graphprobe::test::fail(__FILE__, __LINE__,
+                           "GRAPHPROBE_PT_FILES is not set: run through ctest (scripts/run_cpp_tests.sh), which writes "
+                           "the crafted files with tests/reliability/crafted_pt.py, or set it to a folder they were "
+                           "written to");
+    return;
+  }
   DIR* d = ::opendir(dir);
   CHECK(d != nullptr);
   if (d == nullptr) return;
@@ -161,11 +172,15 @@ void crafted_files() {
     const std::string name = e->d_name;
     if (name.size() < 3 || name.substr(name.size() - 3) != ".pt") continue;
     const std::string path = std::string(dir) + "/" + name;
-    CHECK_THROWS(pt::FormatError, pt::read_tensor_layout(path), path);
+    std::ifstream why_file(path.substr(0, path.size() - 3) + ".why", std::ios::binary);
+    const std::string why{std::istreambuf_iterator<char>(why_file), std::istreambuf_iterator<char>()};
+    CHECK(!why.empty());
+    CHECK_THROWS(pt::FormatError, pt::read_tensor_layout(path), "tensor file '" + path + "'");
+    CHECK_THROWS(pt::FormatError, pt::read_tensor_layout(path), why);
     ++n;
   }
   ::closedir(d);
-  CHECK(n > 0);
+  CHECK(n >= 20);  // every attack of crafted_pt.ATTACKS, not a stray file
 }
 
 void run_all() {

@@ -1,10 +1,11 @@
 """Crafted torch.save files: a pickle that claims more than the file holds.
 
 Used by tests/reliability/test_hostile_input.py (compare must refuse each one
-with a message naming the file, never read out of bounds) and by
-scripts/asan_parsers.sh, which writes them with ``python crafted_pt.py DIR``
-and reads every one with the C++ reader built under ASan/UBSan
-(csrc/tests/test_pt_archive.cpp).
+with a message naming the file, never read out of bounds) and by the C++
+unit test csrc/tests/test_pt_archive.cpp, which reads every one and checks
+the refusal's reason: its ctest run (scripts/run_cpp_tests.sh, in CI) and
+scripts/asan_parsers.sh (the same under ASan/UBSan) write them first with
+``python crafted_pt.py DIR``.
 
 Each file is a zip archive as torch.save writes it (stored records
 ``archive/data.pkl``, ``archive/version``, ``archive/byteorder``,
@@ -157,12 +158,15 @@ ATTACKS["not_a_zip"] = (b"not a zip archive at all, just text", "no zip end-of-d
 
 
 def write_all(folder: Path) -> list[Path]:
-    """Writes every attack file into ``folder`` as ``<name>.pt``."""
+    """Writes every attack file into ``folder`` as ``<name>.pt``, and beside
+    it ``<name>.why``: what the refusal must say (UTF-8, no newline), which
+    csrc/tests/test_pt_archive.cpp checks."""
     folder.mkdir(parents=True, exist_ok=True)
     out = []
-    for name, (data, _) in ATTACKS.items():
+    for name, (data, why) in ATTACKS.items():
         path = folder / f"{name}.pt"
         path.write_bytes(data)
+        path.with_suffix(".why").write_text(why, encoding="utf-8")
         out.append(path)
     return out
 
