@@ -720,10 +720,11 @@ def test_repro_runs_as_written(tmp_path):
     # Runs through (no NameError for nn/F/GAIN/math, no inf literal, the script's main() not replaced by the
     # repro's): the module is fine, exit 0.
     assert rep.returncode == 0 and "relative max error" in rep.stdout, rep.stdout + rep.stderr
-    # A class defined inside a function cannot be unpickled: the script says so (it used to be an IndentationError).
+    # A class defined inside a function cannot be unpickled: the script says so (it used to be an IndentationError),
+    # with exit 2, not 1 (1 is "the compiled module creates the error", which diagnose reads as reproducing).
     repro = _repro_for(tmp_path, "local", "", "Module.Sequential.forward.0", [torch.randn(2, 4)])
     rep = subprocess.run([PY, str(repro)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert rep.returncode == 1 and "cannot be rebuilt" in rep.stderr, rep.stdout + rep.stderr
+    assert rep.returncode == 2 and "cannot be rebuilt" in rep.stderr, rep.stdout + rep.stderr
 
 
 def test_repro_module_and_class_names_cannot_inject_code(tmp_path, monkeypatch):
@@ -760,7 +761,7 @@ SCHEMA = {
                "floor", "outputs", "inputs"),
     "bisect": ("backend", "subsystem", "bisect_number", "debug_info", "note", "tests"),
     "bisect_skipped": None, "kernels": None, "kernels_note": None,
-    "repro": ("folder", "script", "missing", "hooks_dropped", "rebuildable"),
+    "repro": ("folder", "script", "missing", "hooks_dropped", "rebuildable", "reproduces", "reproduces_note"),
     "screen": ("reference_dump", "target_dump", "compare_dir", "pairs"),
     "stages": None,
     "commands": ("stage", "argv", "env", "exit_code", "seconds", "log", "note"),

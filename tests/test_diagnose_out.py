@@ -389,3 +389,75 @@ def test_the_kernels_stage_runs_only_when_the_bisect_implicates_inductor(tmp_pat
     assert bool(looked) == runs and (d["kernels"] == ["k0"]) == runs
     if not runs:
         assert d["kernels_note"].startswith("not looked up") and "kernels" not in d["stages"]
+
+
+# ----------------------------------------------------------------------------- issue #37 (a): does the repro reproduce
+
+REPRO_CASES = textwrap.dedent('''
+    import sys
+    import torch
+    import torch._functorch.config
+    import torch.nn.functional as F
+    from graphprobe.config_env import save_repro_module
+
+    class LocalFault(torch.nn.Module):
+        """The fault is the module's own code: a branch taken only while compiling."""
+        def forward(self, x):
+            y = torch.tanh(x)
+            return y * 1.01 if torch.compiler.is_compiling() else y
+
+    class UsesGelu(torch.nn.Module):
+        def forward(self, x):
+            return F.gelu(x)
+
+    if sys.argv[1] == "local":
+        model = LocalFault()
+    else:
+        # The fault lives in process state: the script patches F.gelu (as a custom lowering or a registry entry
+        # would), and the repro, a new process, runs torch's own gelu.
+        real = F.gelu
+        F.gelu = lambda x: real(x) * 1.01 if torch.compiler.is_compiling() else real(x)
+        model = UsesGelu()
+    torch._functorch.config.donated_buffer = False  # an AOTAutograd option changed from its default
+    save_repro_module(model)
+''')
+
+
+@pytest.mark.slow
+def test_diagnose_runs_its_repro_and_says_whether_it_reproduces(tmp_path):
+    import torch
+
+    from graphprobe.diagnose.replay_files import ModuleVerdict
+    from graphprobe.diagnose.repro import run_repro, write_repro
+
+    script = tmp_path / "cases.py"
+    script.write_text(REPRO_CASES)
+    inputs = tmp_path / "inputs.pt"
+    torch.save({"args": [torch.randn(4, 8)], "kwargs": {}}, inputs)
+    results = {}
+    for case in ("local", "state"):
+        saved = tmp_path / f"saved_{case}"
+        env = dict(os.environ, PYTHONPATH=str(REPO / "src"), GRAPHPROBE_REPRO_MODULE="",
+                   GRAPHPROBE_REPRO_DIR=str(saved))
+        subprocess.run([PY, str(script), case], env=env, check=True, timeout=300, cwd=tmp_path)
+        repro = write_repro(tmp_path / f"o_{case}", ModuleVerdict("", "Module.M.forward.0", "creates", "", 0, "f", []),
+                            inputs, saved, "")
+        assert repro["reproduces"] is None
+        assert "torch._functorch.config.donated_buffer = False" in Path(repro["script"]).read_text()
+        bisect = {"backend": "inductor", "subsystem": "lowerings", "debug_info": "gelu"}
+        results[case] = run_repro(Runner(tmp_path / f"logs_{case}"), repro, bisect)
+    assert results["local"][0] is True, results["local"]
+    reproduces, note = results["state"]
+    assert reproduces is False, note
+    assert "inductor's 'lowerings' (gelu)" in note and "does not carry" in note
+
+
+def test_a_repro_that_cannot_run_is_not_taken_for_one_that_reproduces(tmp_path):
+    from graphprobe.diagnose.repro import run_repro
+
+    broken = tmp_path / "repro.py"
+    broken.write_text("raise SystemExit(2)\n")
+    reproduces, note = run_repro(Runner(tmp_path / "logs"), {"script": str(broken), "missing": []}, None)
+    assert reproduces is None and "could not run" in note
+    reproduces, note = run_repro(Runner(tmp_path / "logs"), {"script": str(broken), "missing": ["the inputs"]}, None)
+    assert reproduces is None and "the inputs" in note

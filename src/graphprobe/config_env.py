@@ -201,14 +201,16 @@ def _main_sources(module: Any) -> tuple[list[str], dict[str, Any]]:
 
 
 def _compile_config() -> str:
-    """Python lines that set the dynamo and inductor options the script
-    changed from their defaults (the minifier's ``codegen_config``)."""
+    """Python lines that set the dynamo, inductor and functorch (AOTAutograd)
+    options the script changed from their defaults (the minifier's
+    ``codegen_config``)."""
     lines = []
     try:
         import torch._dynamo.config as dynamo_config
+        import torch._functorch.config as functorch_config
         import torch._inductor.config as inductor_config
 
-        for cfg in (dynamo_config, inductor_config):
+        for cfg in (dynamo_config, inductor_config, functorch_config):
             lines.append(cfg.codegen_config())
     except Exception as e:  # noqa: BLE001  an option that cannot be written out: say so in the repro
         lines.append(f"# the compile options could not be written out: {type(e).__name__}: {e}")

@@ -186,6 +186,16 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             # A run of the whole command for kernels the bisect says are not the cause: not worth its minutes.
             d["kernels_note"] = kernels_skipped(d["bisect"], d["bisect_skipped"])
             say(f"  kernels: skipped ({d['kernels_note']})")
+        stage = "repro"
+        if d["repro"] is not None:
+            from graphprobe.diagnose.repro import run_repro
+
+            t0 = time.monotonic()
+            say(f"  repro: python {d['repro']['script']}")
+            d["repro"]["reproduces"], d["repro"]["reproduces_note"] = run_repro(runner, d["repro"], d["bisect"])
+            d["stages"]["repro"] = round(time.monotonic() - t0, 2)
+            said = {True: "reproduces", False: "does NOT reproduce", None: "not judged"}[d["repro"]["reproduces"]]
+            say(f"    {said}: {d['repro']['reproduces_note']}")
         where = ""
         if d["bisect"] and d["bisect"]["backend"]:
             bb = d["bisect"]
@@ -193,6 +203,8 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             if bb["debug_info"]:
                 where += f" ({bb['debug_info']})"
         d["conclusion"] = f"{at.origin.module} creates the error (first divergence {first.entry}){where}"
+        if d["repro"] is not None and d["repro"]["reproduces"] is False:
+            d["conclusion"] += "; the repro does NOT reproduce it alone (repro.reproduces_note says why)"
         return code, d
     except KeyboardInterrupt as e:
         why = f"{e}" if isinstance(e, _Terminated) else "Ctrl-C"

@@ -49,6 +49,8 @@ def format_text(d: dict[str, Any]) -> str:
     if r:
         lines.append(f"repro:            python {r['script']}" + (f"  (missing: {'; '.join(r['missing'])})"
                                                                    if r["missing"] else ""))
+        said = {True: "yes", False: "NO", None: "unknown"}.get(r.get("reproduces"), "unknown")
+        lines.append(f"                  reproduces: {said} -- {r.get('reproduces_note') or '-'}")
     lines.append(f"commands run:     {len(d['commands'])}, {sum(c['seconds'] for c in d['commands']):.0f} s")
     lines.append("stages:           " + ", ".join(f"{k} {v:.0f} s" for k, v in d.get("stages", {}).items()))
     lines.append(f"files:            {d['files']['diagnosis']}, {d['files']['html']}")

@@ -12,7 +12,7 @@ from typing import Any
 
 from graphprobe.output_files import write_text_atomic
 
-__all__ = ["write_repro"]
+__all__ = ["run_repro", "write_repro"]
 
 # Every value from the user's run enters the script as a Python literal (repr) assigned to a name, never
 # inside a docstring, comment or f-string: a module path or class name holding quotes, braces or newlines
@@ -21,7 +21,9 @@ _TEMPLATE = '''\
 """Repro written by `graphprobe diagnose`: the module _GP_MODULE (class
 _GP_CLASS, below) on the inputs of its call _GP_ENTRY recorded in graph
 mode, run eagerly, compiled and in float64.
-Run: python repro.py [--backend BACKEND]"""
+Run: python repro.py [--backend BACKEND]
+Exit 1: the compiled module creates the error; 0: no error beyond eager's;
+2: the script could not run (the module cannot be rebuilt here, an exception)."""
 import argparse
 import copy
 import os
@@ -29,6 +31,7 @@ import sys
 
 import torch
 import torch._dynamo.config
+import torch._functorch.config
 import torch._inductor.config
 
 _GP_HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,7 +58,8 @@ def _gp_build():
     try:
         scope = torch.load(os.path.join(_GP_HERE, "module.pt"), weights_only=False)
     except Exception as e:  # noqa: BLE001
-        sys.exit(_GP_CANNOT + f" ({{type(e).__name__}}: {{e}})")
+        print(_GP_CANNOT + f" ({{type(e).__name__}}: {{e}})", file=sys.stderr)
+        sys.exit(2)
     return scope.get_submodule(_GP_ORIGIN) if _GP_ORIGIN else scope
 
 
@@ -111,7 +115,14 @@ def _gp_main():
 
 
 if __name__ == "__main__":
-    sys.exit(_gp_main())
+    try:
+        _gp_code = _gp_main()
+    except Exception:  # noqa: BLE001  exit 1 means "creates": a failure to run must not read as one
+        import traceback
+
+        traceback.print_exc()
+        sys.exit(2)
+    sys.exit(_gp_code)
 '''
 
 
@@ -227,4 +238,46 @@ def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path,
     write_text_atomic(str(folder / "README.txt"), "\n".join(readme) + "\n")
     return {"folder": str(folder), "script": str(folder / "repro.py"), "missing": missing,
             "hooks_dropped": bool(info.get("hooks_dropped")),
-            "rebuildable": bool(info.get("pickled")) and not missing}
+            "rebuildable": bool(info.get("pickled")) and not missing, "reproduces": None,
+            "reproduces_note": "not run"}
+
+
+def _why_it_does_not(bisect: dict[str, Any] | None) -> str:
+    """Why a repro that ran shows no error, from what the bisect found."""
+    b = bisect or {}
+    backend, sub, info = b.get("backend"), b.get("subsystem"), b.get("debug_info")
+    outside = ("so the cause lies outside the module and its inputs: process state of your script the repro does "
+               "not carry")
+    if backend and sub:
+        return (f"the module compiled alone on the recorded inputs shows no error beyond eager's, and the bisect "
+                f"points at {backend}'s {sub!r}" + (f" ({info})" if info else "") + f": {outside} (a lowering or "
+                "decomposition table, a registry such as attention functions, a patched torch function), or the "
+                "graph it is compiled in with its neighbours (a fusion across modules)")
+    if backend:
+        return (f"the module compiled alone on the recorded inputs shows no error beyond eager's, and the bisect "
+                f"answers backend {backend!r} (no subsystem): {outside} (a global flag, a patched function, a "
+                "registry), or the graph it is compiled in with its neighbours")
+    return (f"the module compiled alone on the recorded inputs shows no error beyond eager's: {outside} (lowering "
+            "or decomposition tables, registries), or the graph it is compiled in with its neighbours"
+            + ("" if bisect else "; the bisect (without --no-bisect) names the compiler stage"))
+
+
+def run_repro(runner: Any, repro: dict[str, Any], bisect: dict[str, Any] | None) -> tuple[bool | None, str]:
+    """Runs ``repro.py`` as a user would (``python repro.py``) through
+    ``runner`` (stage ``repro``); returns (reproduces, note): True when it
+    exits 1 (the compiled module creates the error), False when it exits 0
+    (with the reason, from ``bisect``, the ``bisect`` object of
+    diagnosis.json), None when it could not run or was not run."""
+    import sys
+
+    if repro.get("missing"):
+        return None, "not run: the repro misses " + "; ".join(repro["missing"])
+    rec = runner.run("repro", [sys.executable, repro["script"]], {})
+    if rec.exit_code == 1:
+        return True, f"python repro.py exits 1: the compiled module creates the error on the recorded inputs " \
+                     f"(log {rec.log})"
+    if rec.exit_code == 0:
+        return False, _why_it_does_not(bisect) + f" (log {rec.log})"
+    why = rec.note or f"exit {rec.exit_code}"
+    return None, f"the repro could not run ({why}; exit 2: the module cannot be rebuilt here, or an exception); " \
+                 f"log {rec.log}"
