@@ -290,8 +290,8 @@ def _held(module: torch.nn.Module) -> tuple[list[tuple[str, torch.Tensor]], list
     return tensors, generators
 
 
-def _generator_states(module: torch.nn.Module) -> list[tuple[str, torch.Generator, torch.Tensor]]:
-    return [(where, g, g.get_state()) for where, g in _held(module)[1]]
+def _generator_states(found: list[tuple[str, torch.Generator]]) -> list[tuple[str, torch.Generator, torch.Tensor]]:
+    return [(where, g, g.get_state()) for where, g in found]
 
 
 def _generators_restore(states: list[tuple[str, torch.Generator, torch.Tensor]]) -> str | None:
@@ -495,6 +495,17 @@ class _Copies:
             self.loaded64.clear()
             self.loaded64.update(self.loaded)  # made from the native copy's values of now
         return self._f64
+
+    def generators(self, copy64: torch.nn.Module | None = None) -> list[tuple[str, torch.Generator]]:
+        """The generators the native copy (or the float64 copy ``copy64``)
+        holds, found once: every call of the module would otherwise walk its
+        whole tree again."""
+        key = "_generators" if copy64 is None else "_generators64"
+        found = self.__dict__.get(key)
+        if found is None:
+            found = _held(self.native if copy64 is None else copy64)[1]
+            self.__dict__[key] = found
+        return found
 
     def sub(self, rel: str) -> _Copies:
         """The copies of the submodule at the relative path ``rel``."""
@@ -799,7 +810,7 @@ class _Judge:
             module = ref() if ref is not None else None
             live = {n: p.detach() for n, p in module.named_parameters()} if module is not None else {}
         rng = _rng_state()
-        own = _generator_states(copies.native)
+        own = _generator_states(copies.generators())
         written: list[str] = []
         hooks_off = not self.config.user_hooks
         try:
@@ -827,7 +838,7 @@ class _Judge:
         own64: list[tuple[str, torch.Generator, torch.Tensor]] = []
         try:
             model64 = copies.f64()
-            own64 = _generator_states(model64)
+            own64 = _generator_states(copies.generators(model64))
             _set_buffers(model64, site.buffers, call.buffers)
             if params_differ:
                 _load_params(model64, copies.loaded64, copies.prefix, site.params, live, kept)
