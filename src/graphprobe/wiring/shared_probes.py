@@ -9,11 +9,16 @@ same value becomes ``graphprobe::record_mirror``, which reads nothing and has
 the engine collect the first probe's row under its own record too
 (csrc/engine/engine.h, ``Engine::record_mirror``).
 
-Why the FX value decides: inductor's graph is functional, so one FX node is
-one value for the whole graph (an in-place update in the model's code is a
-new node there), and a probe reads it once per execution as the first one
-does. The decision is made from the graph alone, so it is the same on every
-compile and in every compile cache. Eager mode, ``aot_eager`` and CUDA graph
+What decides: the FX node and the writes into its memory before the probe.
+Functionalization makes every in-place update of the model's code a new
+node, but inductor's post-grad passes (``reinplace_inplaceable_ops``) turn
+updates through an index or a view (``idx[0, 0] = 7``, ``index_put``) back
+into mutations of the tensor's memory and point every later use at the
+tensor's own node: one node is then two values, before and after the
+update, and a probe after it must read again (issue #35: the records of
+the updated routing indices held the indices before the update). The
+decision is made from the graph alone, so it is the same on every compile
+and in every compile cache. Eager mode, ``aot_eager`` and CUDA graph
 capture of eager code never reach this lowering and read every probe.
 """
 
