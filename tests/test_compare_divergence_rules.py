@@ -78,7 +78,7 @@ def test_the_short_side_rule_at_exactly_half(tmp_path: Path, target: str, bench:
     assert o.coverage.matched_rows == 2 * len(target)
     assert o.coverage.bench_rows == 2 * len(bench)
     if short:
-        assert o.coverage.problem is not None and o.coverage.problem.startswith("the target is short: only "), o.coverage
+        assert (o.coverage.problem or "").startswith("the target is short: only "), o.coverage
     else:
         assert o.coverage.problem is None, o.coverage.problem
 

@@ -72,3 +72,20 @@ def test_cut_cells_are_a_warning_of_the_cli(tmp_path: Path, capsys) -> None:
     assert "graphprobe compare: warning: " in err and "longer than Excel's 32767 characters were cut" in err
     (book,) = (tmp_path / "o").glob("compare_result_*.xlsx")
     assert all(len(c) <= MAX_CELL_CHARS for row in _sheet_cells(book) for c in row if isinstance(c, str))
+
+
+def test_a_cut_keeps_whole_escapes_and_counts_what_excel_counts(tmp_path: Path) -> None:
+    # 6,000 form feeds are 42,000 characters once escaped (_x000C_); 20,000
+    # emoji are 40,000 UTF-16 units, Excel's measure, in 20,000 code points.
+    cells = ["\x0c" * 6000, "\U0001F600" * 20000, "_x0041_" * 5000]
+    csv_path = tmp_path / "r.csv"
+    with open(csv_path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["a", "b", "c"], cells])
+    notes: list[str] = []
+    got = _sheet_cells(write_workbook(csv_path, notes))[1]
+    assert len(notes) == 1 and "3 cell(s)" in notes[0]
+    for want, cell in zip(cells, got):
+        head, marker = cell.split(" [... cut by graphprobe", 1)
+        assert marker == f": the CSV's cell holds all {len(want)} characters]"
+        assert len(cell.encode("utf-16-le")) // 2 <= MAX_CELL_CHARS
+        assert want.startswith(unescape(head)) and len(unescape(head)) > 4000

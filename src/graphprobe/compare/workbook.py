@@ -38,8 +38,8 @@ from pathlib import Path
 
 from graphprobe.output_files import FILE_MODE, temporary_name
 
-__all__ = ["CUT_MARKER", "MAX_CELL_CHARS", "MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path", "write_workbook",
-           "write_workbooks"]
+__all__ = ["CUT_MARKER", "MAX_CELL_CHARS", "MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path",
+           "write_workbook", "write_workbooks"]
 
 #: Rows of one sheet, the header included (Excel's limit).
 MAX_SHEET_ROWS = 1_048_576
@@ -105,7 +105,8 @@ def _finite(value: float, text: str) -> str | float:
 def _escaped(text: str) -> str:
     """``text`` as a workbook can hold it: the ``_xHHHH_`` escapes of the
     module's docstring (Excel shows the CSV's characters)."""
-    text = _ESCAPE_LIKE.sub("_x005F_", text)
+    if "_x" in text:
+        text = _ESCAPE_LIKE.sub("_x005F_", text)
     return _NOT_XML.sub(lambda m: f"_x{ord(m.group()):04X}_", text)
 
 
@@ -118,7 +119,7 @@ def _fitted(text: str) -> tuple[str, bool]:
     """``text`` escaped, and cut with :data:`CUT_MARKER` when longer than
     :data:`MAX_CELL_CHARS`; True when cut."""
     out = _escaped(text)
-    if _units(out) <= MAX_CELL_CHARS:
+    if 2 * len(out) <= MAX_CELL_CHARS or _units(out) <= MAX_CELL_CHARS:  # short cells: no count per character
         return out, False
     room = MAX_CELL_CHARS - _units(CUT_MARKER.format(n=len(text)))
     # The longest prefix that fits once escaped (the escaped length grows
