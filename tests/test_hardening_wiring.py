@@ -257,3 +257,38 @@ def test_custom_api_records_only_the_calls_of_user_code(write_config, read_step,
     recorded = [k for k in data if k.startswith("is_compiling.")]
     assert user_calls >= 3
     assert len(recorded) == user_calls, (user_calls, recorded)
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_a_second_backward_pass_over_one_forward_call_is_named_as_a_repeated_pass(write_config, read_step, tmp_path,
+                                                                                 backend):
+    # Before: the second pass of backward(retain_graph=True) was written backward.1, the name of forward.1's
+    # gradients (docs/formats.md), for a forward.1 that did not exist.
+    from reference import assert_stats_close, stats64
+
+    torch.manual_seed(0)
+    model = Net()
+    reference = copy.deepcopy(model)
+    xs = [torch.randn(3, 4) for _ in range(2)]
+    dumper = _start(write_config, model, level="L0")
+    run = model if backend is None else torch.compile(model, backend=backend)
+    try:
+        for x in xs:  # two iterations in one step: forward, backward twice over it
+            out = run(x)
+            out.sum().backward(retain_graph=True)
+            out.pow(2).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    names = [k for k in data if k.startswith("Module.b.")]
+    assert names == ["Module.b.Linear.forward.0", "Module.b.Linear.backward.0", "Module.b.Linear.backward_pass1.0",
+                     "Module.b.Linear.forward.1", "Module.b.Linear.backward.1", "Module.b.Linear.backward_pass1.1",
+                     "Module.b.Linear.parameters_grad.0"], names
+    for n, x in enumerate(xs):
+        out = reference(x).double()
+        # The gradients arriving at b's output: of sum() (ones), then of pow(2).sum() (2 * out).
+        assert_stats_close(data[f"Module.b.Linear.backward.{n}"]["input"][0], stats64(torch.ones_like(out)), 1e-6,
+                           f"backward.{n}")
+        assert_stats_close(data[f"Module.b.Linear.backward_pass1.{n}"]["input"][0], stats64(2 * out), 1e-6,
+                           f"backward_pass1.{n}")

@@ -207,7 +207,21 @@ bool name_part_at(std::string_view name, std::string_view part, bool index_after
 }  // namespace
 
 bool is_backward(std::string_view name) {
-  return name_part_at(name, "backward", true) || name_part_at(name, "backward", false);
+  if (name_part_at(name, "backward", true) || name_part_at(name, "backward", false)) return true;
+  // A repeated backward pass over one forward call (retain_graph):
+  // "Module.a.Linear.backward_pass1.0", "Functional.linear.0.backward_pass1"
+  // (identity/call_assembly.cpp).
+  auto is_pass = [](std::string_view w) {
+    constexpr std::string_view kPass = "backward_pass";
+    return w.size() > kPass.size() && w.substr(0, kPass.size()) == kPass && is_index(std::string(w.substr(kPass.size())));
+  };
+  const size_t last_dot = name.rfind('.');
+  if (last_dot == std::string_view::npos) return false;
+  const std::string_view last = name.substr(last_dot + 1), head = name.substr(0, last_dot);
+  const size_t dot = head.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view second = head.substr(dot + 1);
+  return (is_pass(second) && is_index(std::string(last))) || (is_pass(last) && is_index(std::string(second)));
 }
 
 bool is_params_grad(std::string_view name) { return name_part_at(name, "parameters_grad", true); }

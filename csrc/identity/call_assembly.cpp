@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace graphprobe {
 namespace {
@@ -47,7 +48,20 @@ struct Instance {
   std::vector<ExecutedRow*> rows;
   OrderKey start, end;
   int64_t n = 0;
+  int64_t pass = 0;  // a backward call's pass over one forward execution: 0, then 1, 2, ... (retain_graph)
 };
+
+// "Module.a.Linear.backward.{n}" -> "Module.a.Linear.backward_pass1.{n}",
+// "Functional.linear.{n}.backward" -> "Functional.linear.{n}.backward_pass1":
+// msprobe's readers and graphprobe's compare take the direction from the last
+// two components, so the repeated pass is never read as another call's
+// backward; it is paired by its name.
+std::string repeated_pass(const std::string& entry, int64_t pass) {
+  const size_t at = entry.rfind(".backward");
+  if (at == std::string::npos) return entry;
+  const size_t end = at + std::string_view(".backward").size();
+  return entry.substr(0, end) + "_pass" + std::to_string(pass) + entry.substr(end);
+}
 
 }  // namespace
 
@@ -110,13 +124,47 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
   // A backward call takes the {n} of its forward call (linked at
   // insertion, PartLayout::forward_site), as msprobe names it: forward calls
   // without a backward (under no_grad) must not shift the numbers.
+  //
+  // A call's k-th backward pass normally belongs to its forward call's k-th
+  // execution. More backward passes than forward executions mean a second
+  // pass over one forward call (backward(retain_graph=True), a gradient
+  // penalty): each pass then belongs to the latest forward execution that
+  // started before it, and a repeated pass is written
+  // "...backward_pass{p}..." (docs/formats.md): "backward.1" would name the
+  // gradients of a "forward.1".
+  // (forward call, backward call, captured) -> the backward call's instances, in start order
+  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<Instance*>> passes;
   for (Instance* inst : all) {
     const Site* open = registry.site(inst->call->input_site);
     if (open == nullptr || !open->layout || open->layout->forward_site < 0) continue;
     const Site* fwd = registry.site(open->layout->forward_site);
     if (fwd == nullptr) continue;
-    auto it = instances.find(InstanceKey{fwd->call, inst->captured, inst->instance});
-    if (it != instances.end()) inst->n = it->second.n;
+    passes[{fwd->call, open->call, inst->captured}].push_back(inst);
+  }
+  for (auto& [key, list] : passes) {
+    const int64_t fwd_call = std::get<0>(key);
+    const bool captured = std::get<2>(key);
+    std::vector<const Instance*> forwards;  // start order
+    for (auto& kv : instances)
+      if (std::get<0>(kv.first) == fwd_call && std::get<1>(kv.first) == captured) forwards.push_back(&kv.second);
+    std::stable_sort(forwards.begin(), forwards.end(),
+                     [](const Instance* a, const Instance* b) { return a->start < b->start; });
+    if (list.size() <= forwards.size()) {
+      for (Instance* inst : list) {
+        auto it = instances.find(InstanceKey{fwd_call, inst->captured, inst->instance});
+        if (it != instances.end()) inst->n = it->second.n;
+      }
+      continue;
+    }
+    std::map<const Instance*, int64_t> seen;  // passes per forward execution so far
+    for (Instance* inst : list) {
+      const Instance* owner = forwards.empty() ? nullptr : forwards.front();
+      for (const Instance* f : forwards)
+        if (f->start < inst->start) owner = f;
+      if (owner == nullptr) continue;
+      inst->n = owner->n;
+      inst->pass = seen[owner]++;
+    }
   }
   std::stable_sort(all.begin(), all.end(), [](const Instance* a, const Instance* b) { return a->end < b->end; });
 
@@ -124,7 +172,7 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
   calls.reserve(all.size());
   for (Instance* inst : all) {
     CallRecord rec;
-    rec.name = entry_name(inst->call->entry, inst->n);
+    rec.name = entry_name(inst->pass > 0 ? repeated_pass(inst->call->entry, inst->pass) : inst->call->entry, inst->n);
     std::sort(inst->rows.begin(), inst->rows.end(), [&](const ExecutedRow* a, const ExecutedRow* b) {
       const bool ao = registry.site(a->site)->is_output, bo = registry.site(b->site)->is_output;
       return std::make_pair(ao, a->index) < std::make_pair(bo, b->index);
