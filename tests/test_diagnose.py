@@ -455,6 +455,9 @@ def test_acceptance_is_compiling_branch_in_a_projection(tmp_path):
     # cost 101 s in the held-out cases and named nothing useful).
     assert d["kernels"] == [] and "implicates backend 'eager'" in d["kernels_note"]
     assert "kernels" not in d["stages"] and not any(c["stage"] == "kernels" for c in d["commands"])
+    # A module-local fault: diagnose ran the repro, and it reproduces (issue #37 a).
+    assert d["repro"]["reproduces"] is True, d["repro"]["reproduces_note"]
+    assert [c["stage"] for c in d["commands"]][-1] == "repro"
 
 
 @pytest.mark.slow
