@@ -81,6 +81,13 @@ bool key_less(const RowKey& a, const RowKey& b) {
   }
 }
 
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+
+uint64_t fnv1a(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
 // msprobe pairs rows of equal dtype, or both of the float dtypes
 // (gen_dtype_condition); other rows are left without a bench.
 bool dtypes_pair(const std::string& t, const std::string& b) {
@@ -122,11 +129,13 @@ std::string strip_call_index(std::string_view entry) {
 }
 
 std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy) {
-  // Bench rows sorted by key, bench order kept within a key; a binary search
-  // finds a target row's candidates and `taken` (per key, at the key's first
-  // position) walks them. Keys are compared in place (entry key + part): 8
-  // bytes per bench row, where a hash map of key strings took ~190 at the
-  // peak of a large compare.
+  // Bench rows sorted by a 64-bit hash of their key, bench order kept within
+  // a hash; a binary search finds a target row's candidates and `taken` (per
+  // key, at the key's first position) walks them. Sorting by whole keys
+  // compared as strings took a third of a compare (long entry names share
+  // long prefixes); a hash orders them at the cost of 8 bytes per bench row
+  // while matching. Should two different keys share a hash, the rows are
+  // sorted by the keys themselves instead, as before: the pairs are the same.
   const size_t n = bench.rows.size();
   auto heads = [fuzzy](const Dump& d) {
     if (!fuzzy) return exact_entry_keys(d);
@@ -139,11 +148,54 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   auto key = [](const Dump& d, const std::vector<std::string>& h, const TensorRecord& r) {
     return RowKey{h[r.entry], r.suffix(d.entries)};
   };
+  // The hash of head + "." + tail, the head's part computed once per entry.
+  auto head_hashes = [](const std::vector<std::string>& h) {
+    std::vector<uint64_t> out(h.size());
+    for (size_t e = 0; e < h.size(); ++e) out[e] = fnv1a(fnv1a(kFnvBasis, h[e]), ".");
+    return out;
+  };
+  const std::vector<uint64_t> target_head_hash = head_hashes(target_heads), bench_head_hash = head_hashes(bench_heads);
+  auto row_hash = [](const Dump& d, const std::vector<uint64_t>& hh, const TensorRecord& r) {
+    return fnv1a(hh[r.entry], r.suffix(d.entries));
+  };
+  std::vector<uint64_t> hash(n);
+  for (size_t i = 0; i < n; ++i) hash[i] = row_hash(bench, bench_head_hash, bench.rows[i]);
   std::vector<uint32_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return key_less(key(bench, bench_heads, bench.rows[a]), key(bench, bench_heads, bench.rows[b]));
-  });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return hash[a] != hash[b] ? hash[a] < hash[b] : a < b; });
+  auto key_equal = [](const RowKey& a, const RowKey& b) {
+    if (a.head.size() + a.tail.size() != b.head.size() + b.tail.size()) return false;
+    if (a.head.size() == b.head.size()) return a.head == b.head && a.tail == b.tail;
+    return !key_less(a, b) && !key_less(b, a);  // the same text split at another dot
+  };
+  bool by_hash = true;
+  for (size_t i = 1; i < n && by_hash; ++i)
+    by_hash = hash[order[i]] != hash[order[i - 1]] ||
+              key_equal(key(bench, bench_heads, bench.rows[order[i]]), key(bench, bench_heads, bench.rows[order[i - 1]]));
+  if (!by_hash) {
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return key_less(key(bench, bench_heads, bench.rows[a]), key(bench, bench_heads, bench.rows[b]));
+    });
+  }
+  // The bench rows whose key is the target row's: [lo, hi) of order.
+  auto candidates = [&](const TensorRecord& t) {
+    const RowKey k = key(target, target_heads, t);
+    if (by_hash) {
+      const uint64_t h = row_hash(target, target_head_hash, t);
+      auto lo = std::partition_point(order.begin(), order.end(), [&](uint32_t b) { return hash[b] < h; });
+      auto hi = std::partition_point(lo, order.end(), [&](uint32_t b) { return hash[b] == h; });
+      if (lo != hi && !key_equal(k, key(bench, bench_heads, bench.rows[*lo]))) hi = lo;
+      return std::make_pair(lo, hi);
+    }
+    auto lo = std::partition_point(order.begin(), order.end(), [&](uint32_t b) {
+      return key_less(key(bench, bench_heads, bench.rows[b]), k);
+    });
+    auto hi = std::partition_point(lo, order.end(), [&](uint32_t b) {
+      return !key_less(k, key(bench, bench_heads, bench.rows[b]));
+    });
+    return std::make_pair(lo, hi);
+  };
   std::vector<uint32_t> taken(n, 0);
 
   std::vector<bool> bench_used(bench.rows.size(), false);
@@ -154,13 +206,7 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   for (size_t i = 0; i < target.rows.size(); ++i) {
     CompareRow row;
     row.target = static_cast<int64_t>(i);
-    const RowKey k = key(target, target_heads, target.rows[i]);
-    const auto lo = std::partition_point(order.begin(), order.end(), [&](uint32_t b) {
-      return key_less(key(bench, bench_heads, bench.rows[b]), k);
-    });
-    const auto hi = std::partition_point(lo, order.end(), [&](uint32_t b) {
-      return !key_less(k, key(bench, bench_heads, bench.rows[b]));
-    });
+    const auto [lo, hi] = candidates(target.rows[i]);
     const size_t group = static_cast<size_t>(lo - order.begin());
     // Exact mode pairs a name once: a repeated name is a malformed dump, not
     // a second call.

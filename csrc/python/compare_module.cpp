@@ -35,6 +35,7 @@ PYBIND11_MODULE(_compare, m) {
   gcp::bind_row(m);
   gcp::bind_result(m);
   gcp::bind_checksums(m);
+  gcp::bind_profile(m);
 
   m.def(
       "compare_files",

@@ -47,5 +47,6 @@ void bind_options(py::module_& m);  // CompareOptions, threshold_defaults()
 void bind_row(py::module_& m);      // Row
 void bind_result(py::module_& m);   // CompareResult
 void bind_checksums(py::module_& m);  // ChecksumComparison, compare_checksums(), checksum_digits()
+void bind_profile(py::module_& m);    // profile_files() (benchmarks)
 
 }  // namespace graphprobe::compare::python
