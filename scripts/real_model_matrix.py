@@ -141,6 +141,10 @@ def write_markdown(cases: list[T.Case], path: str, header: str) -> None:
         lines.append(f"| {c.model} | {c.dtype} | {c.level} | {c.fault} | {c.mode} | `{c.expected}` ({c.how}) | "
                      f"{'`' + c.got + '`' if c.got else '**none**'} | {'fails' if c.gate_fails else 'passes'} | "
                      f"{_fmt(c.effect)} |{' ' + (c.error or '')[:200]}")
+    broken = [c for c in cases if c.outcome == "error" and c.fault not in F.FAULT_KINDS]
+    if broken:
+        lines += ["", "## Runs that did not finish", ""]
+        lines += [f"* {c.model} {c.dtype} {c.level} ({c.fault}): {c.error}" for c in broken]
     lines += ["", "## Every fault case", "",
               "| model | dtype | level | fault | backend | expected (how) | outcome | output rel. L2 | s |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -168,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="/tmp/real_model_matrix")
     p.add_argument("--table", action="store_true", help="merge {out}/results-*.jsonl and write the table")
     p.add_argument("--md", default=None, help="Markdown table to write (default: {out}/real_model_matrix.md)")
+    p.add_argument("--switch-backend", default=T.SWITCH_BACKEND, choices=("aot_eager", "inductor"),
+                   help="the compile serving the switchable faults and the grad fault (inductor: the faults "
+                        "against inductor's noise, and the control step is one more clean inductor pair)")
     p.add_argument("--note", default="", help="a line for the table's header (what the run covers)")
     args = p.parse_args(argv)
     if not args.table and not args.part:
@@ -198,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         write_markdown(cases, md, header)
         print(f"wrote {md}; {sum(c.ok for c in cases)} of {len(cases)} as expected", flush=True)
         return 0 if all(c.ok for c in cases) else 1
+    T.SWITCH_BACKEND = args.switch_backend
     results = os.path.join(args.out, f"results-{args.part}-{os.getpid()}.jsonl")
     all_ok = True
     for job in _jobs(args.part, models, dtypes, levels):
