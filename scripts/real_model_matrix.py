@@ -69,7 +69,9 @@ def _jobs(part: str, models: list[str], dtypes: list[str], levels: list[str]) ->
 
 def _run(part: str, job: tuple[str, str, str], out: str) -> list[T.Case]:
     name, dt, level = job
-    root = os.path.join(out, part, name, dt, level)
+    # A folder per switch backend: parts may run in parallel into one --out.
+    sub = part + ("-inductor" if T.SWITCH_BACKEND == "inductor" and part in ("faults", "grad") else "")
+    root = os.path.join(out, sub, name, dt, level)
     if part == "faults":
         return T.forward_faults(name, dt, level, root, ("scale", "softmax", "precision", "routing", "decomp"))
     if part == "lowering":
