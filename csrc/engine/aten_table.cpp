@@ -42,7 +42,7 @@ class AtenTable final : public DeviceTable {
 
   // No checksum kernel composed of aten ops (docs/formats.md): `checksum` is
   // ignored and the record's md5 is null.
-  void record(const at::Tensor& x, int64_t row, bool /*checksum*/) override {
+  void record(const at::Tensor& x, int64_t row, bool /*checksum*/, bool /*sketch*/) override {
     const at::Tensor r = row_view(row);
     const c10::DeviceGuard guard(device_);
     stats::record_row_aten(x, r, counters_);

@@ -1,6 +1,7 @@
 // The CPU record table: host rows, written by the probe's own thread.
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -26,7 +27,7 @@ class CpuTable final : public DeviceTable {
     return static_cast<int64_t>(rows_.size()) - 1;
   }
 
-  void record(const at::Tensor& x, int64_t row, bool checksum) override {
+  void record(const at::Tensor& x, int64_t row, bool checksum, bool sketch) override {
     // Reduce before taking the lock: threads probing in parallel only
     // serialise on the short row update below.
     const bool reduced = stats::value_kind(x.scalar_type()) != ValueKind::kNoStats && x.numel() > 0;
@@ -34,8 +35,9 @@ class CpuTable final : public DeviceTable {
     // A second read of x, not fused into the vectorised statistics kernels:
     // their loaders feed lanes in an order that loses the element index the
     // signs are defined on (benchmarks/results/sketch_cost.md measures it).
-    const auto sketch = sketch::sketch_cpu(x);
-    for (int k = 0; k < sketch::kProjections; ++k) stats.v[column::kSketch0 + k] = sketch[k];
+    constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+    const auto sums = sketch ? sketch::sketch_cpu(x) : std::array<double, sketch::kProjections>{kNan, kNan, kNan, kNan};
+    for (int k = 0; k < sketch::kProjections; ++k) stats.v[column::kSketch0 + k] = sums[k];
     write(stats.v, row, checksum ? checksum::checksum_cpu(x) : std::nullopt);
   }
 

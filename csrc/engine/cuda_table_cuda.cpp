@@ -73,7 +73,7 @@ class CudaTable final : public DeviceTable {
     return rows_++;
   }
 
-  void record(const at::Tensor& x, int64_t row, bool checksum) override {
+  void record(const at::Tensor& x, int64_t row, bool checksum, bool /*sketch: computed in the one pass*/) override {
     auto* c = static_cast<Counters*>(counters_.get());
     launch_stats_cuda(x, row_address(row), &c->epoch, &c->seq, &c->enabled, checksum);
   }

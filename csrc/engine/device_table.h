@@ -27,8 +27,10 @@ class DeviceTable {
   virtual int64_t add_row() = 0;
   // Launches the statistics of `x` into `row` on the current stream, and
   // with `checksum` its checksum (stats/checksum.h) where this device has a
-  // kernel for it (column::kHashed says whether it was computed).
-  virtual void record(const at::Tensor& x, int64_t row, bool checksum) = 0;
+  // kernel for it (column::kHashed says whether it was computed); with
+  // `sketch` the Sketch (stats/sketch.h) where it costs a separate read
+  // (a device whose kernel computes it in its one pass ignores the flag).
+  virtual void record(const at::Tensor& x, int64_t row, bool checksum, bool sketch) = 0;
   // Launches the copy of precomputed statistics (a float64 vector of
   // max, min, sum, sum of squares, NaN count on this device) into `row`,
   // stamping it like record(); such a row has no checksum.

@@ -54,6 +54,11 @@ void Engine::set_checksums(bool on) {
   checksums_ = on;
 }
 
+void Engine::set_sketches(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sketches_ = on;
+}
+
 bool Engine::checksums() {
   std::lock_guard<std::mutex> lock(mu_);
   return checksums_;
@@ -185,6 +190,7 @@ Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, in
   if (staging_ && !site_info->layout->places.empty()) target.staged = staged_file(*staging_, id);
   target.gate = gates_.back().get();
   target.checksum = checksums_;
+  target.sketch = sketches_;
   return target;
 }
 
@@ -215,7 +221,7 @@ void Engine::record(const at::Tensor& x, int64_t site, int64_t index) {
   if (target.table == nullptr) return;
   // Tables are never freed, so using them outside the lock is safe; the
   // table reduces x (on the host, or by launches on the current stream).
-  target.table->record(x, target.row, target.checksum);
+  target.table->record(x, target.row, target.checksum, target.sketch);
   // Outside the lock: the writer may make this thread wait for budget. A
   // captured save checks the live switch on every replay; a non-captured one
   // got here only while recording.

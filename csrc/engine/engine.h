@@ -87,6 +87,10 @@ class Engine {
   // (stats/checksum.h) and records carry the checksum (md5 in dump.json).
   void set_checksums(bool on);
   bool checksums();
+  // statistics.sketch: whether probes compute the Sketch (stats/sketch.h).
+  // Off saves the CPU kernel's second read; the CUDA kernel computes it in
+  // its one pass either way.
+  void set_sketches(bool on);
   static std::string staged_file(const std::string& dir, int64_t slot);
 
   // Collects (when `collect`) the rows written in this epoch, then begins the
@@ -124,6 +128,7 @@ class Engine {
     std::optional<std::string> staged;
     const std::atomic<bool>* gate = nullptr;
     bool checksum = false;
+    bool sketch = true;
   };
 
   int64_t register_part(PartLayout layout, InsertMode mode, int64_t program, bool opening);
@@ -157,6 +162,7 @@ class Engine {
   }
   std::optional<std::string> staging_;
   bool checksums_ = false;
+  bool sketches_ = true;
   int64_t dropped_ = 0;
   int64_t epoch_ = 1;  // 0 marks a row never written
   CallRegistry registry_;

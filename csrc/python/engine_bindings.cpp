@@ -151,6 +151,8 @@ void bind_engine(py::module_& m) {
   m.def("set_checksums", [](bool on) { Engine::get().set_checksums(on); }, py::arg("on"),
         "summary_mode \"md5\": probes also hash their tensors' bits (docs/formats.md).");
   m.def("checksums", [] { return Engine::get().checksums(); }, "Whether probes hash their tensors' bits.");
+  m.def("set_sketches", [](bool on) { Engine::get().set_sketches(on); }, py::arg("on"),
+        "statistics.sketch: probes also compute the Sketch statistic (docs/formats.md).");
   m.def("reset", [] { Engine::get().reset(); });
 }
 

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#include "stats/stats_cpu_simd.h"
 
 namespace graphprobe::sketch {
 namespace {
@@ -32,6 +35,21 @@ template <typename T>
 Sums sum_range(const T* x, int64_t begin, int64_t end) {
   double acc[kProjections] = {0, 0, 0, 0};
   int64_t i = begin;
+  // Whole groups from a group boundary take the vectorised kernels (float32
+  // accumulators per block: stats_cpu_simd.h); the rest the loop below.
+  constexpr bool kVectorised =
+      std::is_same_v<T, float> || std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>;
+  if constexpr (kVectorised) {
+    if (simd::available() && begin % kGroup == 0) {
+      const int64_t groups = (end - begin) / kGroup;
+      const uint64_t first = static_cast<uint64_t>(begin / kGroup);
+      if constexpr (std::is_same_v<T, float>) simd::sketch_f32(x + begin, first, groups, acc);
+      else if constexpr (std::is_same_v<T, c10::BFloat16>)
+        simd::sketch_bf16(reinterpret_cast<const uint16_t*>(x + begin), first, groups, acc);
+      else simd::sketch_f16(reinterpret_cast<const uint16_t*>(x + begin), first, groups, acc);
+      i = begin + groups * kGroup;
+    }
+  }
   while (i < end) {
     const uint64_t g = static_cast<uint64_t>(i / kGroup);
     const uint64_t bits = group_bits(g);

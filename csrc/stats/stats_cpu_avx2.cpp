@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "stats/sketch.h"
 #include "stats/stats_cpu.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -114,11 +115,58 @@ struct LoadF16 {
   static float scalar(uint16_t h) { return _cvtsh_ss(h); }
 };
 
+// The Sketch's signed sums over whole groups of 16 elements (stats/sketch.h),
+// two vectors a group: the first takes its sign bits from the low 32 bits
+// of the group's hash, the second from the high 32; lane l's bit 4l + k is
+// shifted up to bit 31 and xor-ed into the element, flipping its sign where
+// the bit is set. Float32 accumulators per block of kSketchBlock groups,
+// flushed into double (as the statistics' sums).
+constexpr int64_t kSketchBlock = 16;
+
+template <class Load, class Src>
+void sketch_groups(const Src* p, uint64_t first_group, int64_t groups, double out[4]) {
+  __m256i shift[4];
+  for (int k = 0; k < 4; ++k) shift[k] = _mm256_setr_epi32(31 - k, 27 - k, 23 - k, 19 - k, 15 - k, 11 - k, 7 - k, 3 - k);
+  const __m256i top = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  double total[4] = {0, 0, 0, 0};
+  for (int64_t g = 0; g < groups;) {
+    const int64_t stop = groups - g < kSketchBlock ? groups : g + kSketchBlock;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (; g < stop; ++g) {
+      const __m256 x0 = Load::load(p + g * 16), x1 = Load::load(p + g * 16 + 8);
+      const uint64_t h = sketch::group_bits(first_group + static_cast<uint64_t>(g));
+      const __m256i lo = _mm256_set1_epi32(static_cast<int>(h)), hi = _mm256_set1_epi32(static_cast<int>(h >> 32));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i s0 = _mm256_and_si256(_mm256_sllv_epi32(lo, shift[k]), top);
+        const __m256i s1 = _mm256_and_si256(_mm256_sllv_epi32(hi, shift[k]), top);
+        acc[k] = _mm256_add_ps(acc[k], _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(x0), s0)));
+        acc[k] = _mm256_add_ps(acc[k], _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(x1), s1)));
+      }
+    }
+    for (int k = 0; k < 4; ++k) {
+      __m256d lo, hi;
+      Isa::widen(acc[k], lo, hi);
+      total[k] += Isa::hsum(_mm256_add_pd(lo, hi));
+    }
+  }
+  for (int k = 0; k < 4; ++k) out[k] += total[k];
+}
+
 }  // namespace
 
 Row reduce_f32(const float* data, int64_t n) { return detail::reduce<Isa, LoadF32>(data, n); }
 Row reduce_bf16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadBF16>(bits, n); }
 Row reduce_f16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadF16>(bits, n); }
+
+void sketch_f32(const float* data, uint64_t first_group, int64_t groups, double out[4]) {
+  sketch_groups<LoadF32>(data, first_group, groups, out);
+}
+void sketch_bf16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]) {
+  sketch_groups<LoadBF16>(bits, first_group, groups, out);
+}
+void sketch_f16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]) {
+  sketch_groups<LoadF16>(bits, first_group, groups, out);
+}
 
 }  // namespace graphprobe::simd::avx2
 
@@ -134,6 +182,9 @@ namespace graphprobe::simd::avx2 {
 Row reduce_f32(const float*, int64_t) { return Row{}; }
 Row reduce_bf16(const uint16_t*, int64_t) { return Row{}; }
 Row reduce_f16(const uint16_t*, int64_t) { return Row{}; }
+void sketch_f32(const float*, uint64_t, int64_t, double*) {}
+void sketch_bf16(const uint16_t*, uint64_t, int64_t, double*) {}
+void sketch_f16(const uint16_t*, uint64_t, int64_t, double*) {}
 }  // namespace graphprobe::simd::avx2
 
 #endif

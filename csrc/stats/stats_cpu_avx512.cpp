@@ -1,4 +1,5 @@
-// The block statistics (simd_block_reduce.h) for AVX-512 (F, DQ): sixteen
+// The block statistics (simd_block_reduce.h) for AVX-512 (F, DQ; BMI2 for the
+// Sketch): sixteen
 // float lanes. Only this file's own code is compiled for AVX-512 (the target
 // switch comes after every header shared with other files), and
 // stats_cpu_simd.cpp calls it only on CPUs (and kernels) that run it.
@@ -8,16 +9,17 @@
 #include <cstdint>
 #include <limits>
 
+#include "stats/sketch.h"
 #include "stats/stats_cpu.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx2,fma,f16c,bmi2"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx2,fma,f16c")
+#pragma GCC target("avx512f,avx512dq,avx2,fma,f16c,bmi2")
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and warn about
 // it (GCC bug 105593), once per use.
 #pragma GCC diagnostic push
@@ -101,11 +103,59 @@ struct LoadF16 {
   static float scalar(uint16_t h) { return _cvtsh_ss(h); }
 };
 
+// The Sketch's signed sums over whole groups of 16 elements (stats/sketch.h):
+// one group is one vector. sum_k = sum(x) - 2 * (the sum of the lanes whose
+// sign bit k is set): per group one add into the plain sum and, per
+// projection, one masked add, its mask lane l = bit 4l + k of the group's
+// hash (pext gathers every fourth bit). Float32 accumulators per block of
+// kSketchBlock groups, flushed into double (as the statistics' sums).
+constexpr int64_t kSketchBlock = 16;
+
+template <class Load, class Src>
+void sketch_groups(const Src* p, uint64_t first_group, int64_t groups, double out[4]) {
+  constexpr uint64_t kLaneBit0 = 0x1111111111111111ULL;
+  __m512d total_plain = _mm512_setzero_pd();
+  __m512d total_neg[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+  auto flush = [](__m512 acc, __m512d& total) {
+    __m512d lo, hi;
+    Isa::widen(acc, lo, hi);
+    total = _mm512_add_pd(total, _mm512_add_pd(lo, hi));
+  };
+  for (int64_t g = 0; g < groups;) {
+    const int64_t stop = groups - g < kSketchBlock ? groups : g + kSketchBlock;
+    __m512 plain = _mm512_setzero_ps();
+    __m512 neg[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (; g < stop; ++g) {
+      const __m512 x = Load::load(p + g * 16);
+      const uint64_t h = sketch::group_bits(first_group + static_cast<uint64_t>(g));
+      plain = _mm512_add_ps(plain, x);
+      for (int k = 0; k < 4; ++k) {
+        const auto m = static_cast<__mmask16>(_pext_u64(h, kLaneBit0 << k));
+        neg[k] = _mm512_mask_add_ps(neg[k], m, neg[k], x);
+      }
+    }
+    flush(plain, total_plain);
+    for (int k = 0; k < 4; ++k) flush(neg[k], total_neg[k]);
+  }
+  const double sum = _mm512_reduce_add_pd(total_plain);
+  for (int k = 0; k < 4; ++k) out[k] += sum - 2.0 * _mm512_reduce_add_pd(total_neg[k]);
+}
+
 }  // namespace
 
 Row reduce_f32(const float* data, int64_t n) { return detail::reduce<Isa, LoadF32>(data, n); }
 Row reduce_bf16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadBF16>(bits, n); }
 Row reduce_f16(const uint16_t* bits, int64_t n) { return detail::reduce<Isa, LoadF16>(bits, n); }
+
+void sketch_f32(const float* data, uint64_t first_group, int64_t groups, double out[4]) {
+  sketch_groups<LoadF32>(data, first_group, groups, out);
+}
+void sketch_bf16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]) {
+  sketch_groups<LoadBF16>(bits, first_group, groups, out);
+}
+void sketch_f16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]) {
+  sketch_groups<LoadF16>(bits, first_group, groups, out);
+}
 
 }  // namespace graphprobe::simd::avx512
 
@@ -122,6 +172,9 @@ namespace graphprobe::simd::avx512 {
 Row reduce_f32(const float*, int64_t) { return Row{}; }
 Row reduce_bf16(const uint16_t*, int64_t) { return Row{}; }
 Row reduce_f16(const uint16_t*, int64_t) { return Row{}; }
+void sketch_f32(const float*, uint64_t, int64_t, double*) {}
+void sketch_bf16(const uint16_t*, uint64_t, int64_t, double*) {}
+void sketch_f16(const uint16_t*, uint64_t, int64_t, double*) {}
 }  // namespace graphprobe::simd::avx512
 
 #endif

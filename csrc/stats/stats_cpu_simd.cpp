@@ -17,7 +17,7 @@ Level detect() {
   // __builtin_cpu_supports also checks that the OS saves the vector state
   // (XCR0), so an AVX-512 CPU under a kernel that does not is reported as not.
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2"))
     return Level::kAvx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     return Level::kAvx2;
@@ -89,6 +89,21 @@ Row reduce_bf16(const uint16_t* bits, int64_t n) {
 Row reduce_f16(const uint16_t* bits, int64_t n) {
   const Row s = current() == Level::kAvx512 ? avx512::reduce_f16(bits, n) : avx2::reduce_f16(bits, n);
   return with_nan_count(s, bits, n, f16_nan);
+}
+
+void sketch_f32(const float* data, uint64_t first_group, int64_t groups, double out[4]) {
+  if (current() == Level::kAvx512) avx512::sketch_f32(data, first_group, groups, out);
+  else avx2::sketch_f32(data, first_group, groups, out);
+}
+
+void sketch_bf16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]) {
+  if (current() == Level::kAvx512) avx512::sketch_bf16(bits, first_group, groups, out);
+  else avx2::sketch_bf16(bits, first_group, groups, out);
+}
+
+void sketch_f16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]) {
+  if (current() == Level::kAvx512) avx512::sketch_f16(bits, first_group, groups, out);
+  else avx2::sketch_f16(bits, first_group, groups, out);
 }
 
 }  // namespace graphprobe::simd

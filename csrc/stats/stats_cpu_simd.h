@@ -26,4 +26,11 @@ Row reduce_f32(const float* data, int64_t n);
 Row reduce_bf16(const uint16_t* bits, int64_t n);
 Row reduce_f16(const uint16_t* bits, int64_t n);
 
+// The Sketch's signed sums (stats/sketch.h) of `groups` whole groups of 16
+// elements, the first being group `first_group` of the tensor, added to
+// out[0..3] (float32 per block of 256 elements, double across blocks).
+void sketch_f32(const float* data, uint64_t first_group, int64_t groups, double out[4]);
+void sketch_bf16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]);
+void sketch_f16(const uint16_t* bits, uint64_t first_group, int64_t groups, double out[4]);
+
 }  // namespace graphprobe::simd

@@ -57,7 +57,7 @@ LEVEL_RECORDS: dict[str, tuple[bool, bool]] = {"L0": (True, False), "L1": (False
 LEVELS = tuple(LEVEL_RECORDS)
 DEFAULT_LEVEL = "L0"
 ROOT_KEYS = ("task", "dump_path", "rank", "level", "statistics", "tensor", "dump_enable", "replay")
-STATISTICS_KEYS = ("list", "slice", "data_mode", "summary_mode")
+STATISTICS_KEYS = ("list", "slice", "data_mode", "summary_mode", "sketch")
 #: msprobe's config keys that graphprobe accepts and ignores: key -> (the value
 #: under which ignoring it changes nothing, None: any value; what graphprobe
 #: does instead). Other tasks' sections (overflow_check, run_ut, ...) only
@@ -115,6 +115,7 @@ class DumpConfig:
     tensor_layout: str = DEFAULT_TENSOR_LAYOUT  # tensor.layout (tensor task)
     data_mode: tuple[str, ...] = ("all",)  # statistics.data_mode: "all"/"backward" add backward records
     summary_mode: str = "statistics"  # statistics.summary_mode: "md5" adds a checksum per tensor
+    sketch: bool = True  # statistics.sketch: the Sketch statistic (docs/formats.md); off saves a CPU pass
 
     @property
     def records_modules(self) -> bool:
@@ -328,6 +329,9 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
     data_mode = parse_data_mode(stats.get("data_mode", ["all"]), "statistics.data_mode", errors)
     summary_mode = parse_summary_mode(stats.get("summary_mode", "statistics"), "statistics.summary_mode", errors)
     slices = parse_slice(stats["slice"], "statistics.slice", errors) if "slice" in stats else ()
+    sketch = stats.get("sketch", True)
+    if not isinstance(sketch, bool):
+        raise _type_error("statistics.sketch", sketch, "true or false")
     section = data.get("tensor", {})
     if isinstance(section, dict):
         _check_keys(section, TENSOR_KEYS, MSPROBE_IGNORED_TENSOR_KEYS, "tensor.")
@@ -368,6 +372,7 @@ def parse_config(data: Any, source: str | None = None) -> DumpConfig:
         tensor_layout=tensor.layout,
         data_mode=data_mode,
         summary_mode=summary_mode,
+        sketch=sketch,
     )
 
 

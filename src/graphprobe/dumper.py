@@ -119,6 +119,7 @@ class _Wired:
             if self.staging is not None:
                 _C.set_tensor_staging(None)
             _C.set_checksums(False)
+            _C.set_sketches(True)
 
     def _discard_staged(self) -> None:
         """Tensor task without a last ``step()``: the probes have queued
@@ -241,6 +242,7 @@ class AclGraphDumper:
             _C.set_tensor_staging(wired.staging)
         wired.dump_path = self.config.dump_path
         _C.set_checksums(self.config.summary_mode == "md5")  # statistics.summary_mode (config_checksum.py)
+        _C.set_sketches(self.config.sketch)  # statistics.sketch (config.py)
         if self.config.records_modules:
             modules = ModuleWiring(model, self.config.keywords, grads=self.config.records_grads)
             wired.wiring.append(modules)
