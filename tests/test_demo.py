@@ -63,3 +63,14 @@ def test_demo_into_an_out_with_a_linked_step_folder_refuses_with_exit_2(tmp_path
     assert "symbolic link" in err and "Traceback" not in err, err
     assert (elsewhere / "step0" / "keep.txt").read_text() == "keep"
     assert os.path.islink(out / "eager" / "step0" if link == "step" else out / "eager")
+
+
+def test_demo_diagnose_into_an_out_whose_diagnose_folder_is_a_link_refuses(tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "diagnose").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["demo", "--diagnose", "--steps", "1", "--out", str(out)]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == [] and (out / "diagnose").is_symlink()

@@ -67,8 +67,12 @@ def demo_diagnose(out: str, inject_fault: str | None, steps: int) -> int:
 
     if inject_fault:
         parse_fault(inject_fault, build_demo_model())  # a bad MODULE[:SCALE] is a ValueError here, not a failed run
+    target = os.path.join(out, "diagnose")
+    if os.path.islink(target):  # diagnose resolves its OUT: a link here would have it write where it points
+        raise ValueError(f"--out {out}: {target} is a symbolic link (to {os.readlink(target)!r}); the demo does not "
+                         "follow links it did not make: nothing was changed; choose another --out")
     cmd = [sys.executable, "-m", "graphprobe.demo.diagnose_script", "--steps", str(steps)]
     if inject_fault:
         cmd += ["--inject-fault", inject_fault]
-    code, _ = diagnose(DiagnoseOptions(command=cmd, out=os.path.join(out, "diagnose"), steps=steps))
+    code, _ = diagnose(DiagnoseOptions(command=cmd, out=target, steps=steps))
     return code
