@@ -292,3 +292,62 @@ def test_a_second_backward_pass_over_one_forward_call_is_named_as_a_repeated_pas
                            f"backward.{n}")
         assert_stats_close(data[f"Module.b.Linear.backward_pass1.{n}"]["input"][0], stats64(2 * out), 1e-6,
                            f"backward_pass1.{n}")
+
+
+_SAVE_WITHOUT_RUNTIME = r"""
+import glob, json, os, sys, warnings
+sys.path.insert(0, {tests!r})
+import torch
+import graphprobe
+from torch.utils import cpp_extension
+import fake_npu
+# The fake PrivateUse1 device, renamed "npu", WITHOUT registering its runtime
+# with graphprobe: a PrivateUse1 backend other than Ascend's.
+real_load = cpp_extension.load
+class NoRuntime:
+    def __init__(self, ext):
+        self._ext = ext
+    def __getattr__(self, name):
+        return getattr(self._ext, name)
+    def register_runtime(self, registrar):
+        pass
+cpp_extension.load = lambda *a, **k: NoRuntime(real_load(*a, **k))
+fake_npu.load()
+out = sys.argv[1]
+x = torch.linspace(-3, 5, 12).reshape(3, 4)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    graphprobe.acl_save(x.to("npu"), os.path.join(out, "act.pt"))
+    graphprobe.acl_save((x * 2).to("npu"), os.path.join(out, "act.pt"))
+    cfg = out + ".json"
+    json.dump({{"dump_path": os.path.join(out, "dump")}}, open(cfg, "w"))
+    model = torch.nn.Sequential(torch.nn.Identity())
+    dumper = graphprobe.AclGraphDumper(cfg)
+    dumper.start(model)
+    model(x.to("npu"))  # a probe on the same device: no second warning
+    dumper.step()
+    dumper.stop()
+graphprobe.flush()
+print(json.dumps([str(w.message) for w in caught]))
+"""
+
+
+def test_acl_save_on_a_privateuse1_device_without_runtime_saves_from_a_host_copy(tmp_path):
+    # Before: acl_save refused the tensor ("no device runtime is registered"), although probes on the same
+    # device record from a host copy.
+    import os
+    import subprocess
+    import sys
+
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = tmp_path / "save_no_runtime.py"
+    script.write_text(_SAVE_WITHOUT_RUNTIME.format(tests=tests))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1]) + done.stderr.splitlines()
+    assert len([w for w in said if "has no graphprobe runtime" in w]) == 1, said
+    x = torch.linspace(-3, 5, 12).reshape(3, 4)
+    for n, want in enumerate([x, x * 2]):
+        got = torch.load(out / f"act_{n}.pt", weights_only=True)
+        assert got.device.type == "cpu" and torch.equal(got, want)

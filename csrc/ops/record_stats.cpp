@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "runtime/device_runtime.h"
+#include "runtime/host_copy_warning.h"
 
 namespace graphprobe {
 namespace {
@@ -23,11 +24,7 @@ bool needs_host_copy(const at::Tensor& x) {
 }
 
 at::Tensor host_copy(const at::Tensor& x) {
-  if (!x.is_cpu() && runtime::find_runtime(x.device().type()) == nullptr) {
-    TORCH_WARN_ONCE("graphprobe: ", x.device(), " has no graphprobe runtime: probes on it record from a copy of the "
-                    "tensor on the host (slower; impossible inside a graph capture). On Ascend NPUs import "
-                    "torch_npu before graphprobe so that its runtime is registered.");
-  }
+  if (!x.is_cpu() && runtime::find_runtime(x.device().type()) == nullptr) runtime::warn_host_copy_once(x.device());
   at::Tensor dense = x.detach();
   if (dense.is_sparse()) dense = dense._values();
   else if (dense.layout() != c10::kStrided) dense = dense.to_dense();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/device_runtime.h"
+#include "runtime/host_copy_warning.h"
 
 namespace graphprobe::runtime {
 namespace {
@@ -44,6 +45,14 @@ DeviceRuntime& runtime_for(c10::DeviceType type) {
               "graphprobe._C_npu); supported now: ", registered_names());
   TORCH_CHECK(false, "graphprobe: tensors on ", c10::DeviceTypeName(type, /*lower_case=*/true),
               " are not supported yet (supported: ", registered_names(), ")");
+}
+
+void warn_host_copy_once(const c10::Device& device) {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  TORCH_WARN("graphprobe: ", device, " has no graphprobe runtime: probes on it record, and acl_save saves, from a "
+             "copy of the tensor on the host (slower; impossible inside a graph capture). On Ascend NPUs import "
+             "torch_npu before graphprobe so that its runtime is registered.");
 }
 
 void register_runtime(c10::DeviceType type, DeviceRuntime* rt) {

@@ -6,6 +6,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "runtime/device_runtime.h"
+#include "runtime/host_copy_warning.h"
 #include "writer/save_captured.h"
 #include "writer/save_file.h"
 #include "writer/writer.h"
@@ -17,12 +18,16 @@ namespace {
 
 // An accelerator without a save path of its own (the NPU). Captured: the
 // runtime-generic captured save. Eager: a synchronous copy to the host,
-// then as on CPU (the caller's thread waits for the device).
+// then as on CPU (the caller's thread waits for the device). A device
+// without a graphprobe runtime (a PrivateUse1 backend other than Ascend's,
+// XPU) is saved from that host copy too, as the probes record it: nothing can
+// tell a capture there, so a save inside one fails in the copy.
 void save_tensor_device(const at::Tensor& x, const SaveTarget& target) {
-  runtime::DeviceRuntime& rt = runtime::runtime_for(x.device().type());
+  runtime::DeviceRuntime* rt = runtime::find_runtime(x.device().type());
   const c10::DeviceGuard guard(x.device());
   const at::Tensor v = x.detach();
-  if (capture::counts_as_capturing(rt.capture_status(x.device().index()))) return save_captured(rt, v, target);
+  if (rt == nullptr) runtime::warn_host_copy_once(x.device());
+  else if (capture::counts_as_capturing(rt->capture_status(x.device().index()))) return save_captured(*rt, v, target);
   auto& w = Writer::get();
   Reservation r = w.reserve(x.nbytes(), Producer::kHost, /*device_pending=*/false);
   WriteJob job;
