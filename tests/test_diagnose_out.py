@@ -461,3 +461,30 @@ def test_a_repro_that_cannot_run_is_not_taken_for_one_that_reproduces(tmp_path):
     assert reproduces is None and "could not run" in note
     reproduces, note = run_repro(Runner(tmp_path / "logs"), {"script": str(broken), "missing": ["the inputs"]}, None)
     assert reproduces is None and "the inputs" in note
+
+
+def test_claim_out_refuses_a_file_and_a_linked_marker(tmp_path):
+    from graphprobe.diagnose.owned_files import OwnedFilesError, claim_out, record_out
+
+    f = tmp_path / "f"
+    f.write_text("x")
+    with pytest.raises(OwnedFilesError, match="is not a folder"):
+        claim_out(f, ("compare",), ".m")
+    out = tmp_path / "o"
+    claim_out(out, ("compare",), ".m")  # new: marked
+    (out / "compare").mkdir()
+    (out / "compare" / "r.csv").write_text("run")
+    record_out(out, ("compare",), ".m")
+    claim_out(out, ("compare",), ".m", remove=False)  # a check alone removes nothing
+    assert (out / "compare" / "r.csv").exists()
+    claim_out(out, ("compare",), ".m")
+    assert sorted(os.listdir(out)) == [".m"]
+    victim = tmp_path / "victim"
+    victim.write_text(json.dumps({"files": []}))
+    (out / ".m").unlink()
+    (out / ".m").symlink_to(victim)
+    (out / "compare").mkdir()
+    (out / "compare" / "r.csv").write_text("run")
+    with pytest.raises(OwnedFilesError):
+        claim_out(out, ("compare",), ".m")
+    assert json.loads(victim.read_text()) == {"files": []} and (out / "compare" / "r.csv").exists()

@@ -175,7 +175,7 @@ def _group_members(pgid: int) -> list[int] | None:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue  # gone meanwhile
-        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
+        if len(fields) > 2 and fields[0] != b"Z" and fields[2] == str(pgid).encode():
             members.append(pid)
     return members
 
@@ -190,15 +190,17 @@ def _stop_leftovers(pgid: int) -> int:
     try:
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
-        return len(members or [])
+        return 0
+    if members is None:  # no /proc: nothing to wait on or count; the SIGTERM is the best effort
+        return 0
     deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and _group_members(pgid) != []:
+    while time.monotonic() < deadline and _group_members(pgid):
         time.sleep(0.05)
     try:
         os.killpg(pgid, signal.SIGKILL)  # a no-op for the zombie leader; ends what ignored SIGTERM
     except (ProcessLookupError, PermissionError):
         pass
-    return len(members or [])
+    return len(members)
 
 
 def _stop(proc: subprocess.Popen) -> None:

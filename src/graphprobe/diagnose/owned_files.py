@@ -186,6 +186,9 @@ def claim_out(out: str | os.PathLike[str], names: Iterable[str], marker: str, re
 
     root = Path(out)
     names = list(names)
+    if os.path.lexists(root) and not root.is_dir():
+        raise OwnedFilesError(f"--out {out}: exists and is not a folder; allowed: a new or empty folder, or one an "
+                              "earlier run of this example wrote", [str(out)])
     entries = sorted(os.listdir(root)) if root.is_dir() else []
     if entries and marker not in entries:
         raise OwnedFilesError(f"--out {out}: the folder holds files this example did not write and a run would "
