@@ -351,3 +351,73 @@ def test_acl_save_on_a_privateuse1_device_without_runtime_saves_from_a_host_copy
     for n, want in enumerate([x, x * 2]):
         got = torch.load(out / f"act_{n}.pt", weights_only=True)
         assert got.device.type == "cpu" and torch.equal(got, want)
+
+
+class Einsum(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("ij,jk->ik", [a, self.w])
+
+
+def test_l1_backward_of_an_api_taking_a_list_of_tensors_gives_each_item_its_slot(write_config, read_step, tmp_path):
+    """docs/formats.md: ``output`` has one slot per argument position, each
+    tensor of a list argument a slot of its own; the equation's slot and the
+    list's first tensor (no gradient) are null, the second holds its
+    gradient."""
+    from reference import assert_stats_close, stats64
+
+    torch.manual_seed(0)
+    model = Einsum()
+    a = torch.randn(2, 3)
+    dumper = _start(write_config, model, level="L1")
+    try:
+        model(a).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    record = read_step(str(tmp_path / "dump"), 0)["data"]["Torch.einsum.0.backward"]
+    w = model.w.detach().double().requires_grad_(True)
+    torch.einsum("ij,jk->ik", [a.double(), w]).sum().backward()
+    assert record["output"][:2] == [None, None] and len(record["output"]) == 3, record["output"]
+    assert record["output"][2]["shape"] == [3, 4]
+    assert_stats_close(record["output"][2], stats64(w.grad), 1e-6, "d einsum / d w")
+    assert_stats_close(record["input"][0], stats64(torch.ones(2, 4)), 1e-6, "d sum / d out")
+
+
+class Small(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.lin(x))
+
+
+@pytest.mark.parametrize("level", ["L0", "L1"])
+def test_data_mode_backward_alone_records_the_backward_records(write_config, read_step, tmp_path, level):
+    """``statistics.data_mode: ["backward"]`` keeps the backward records
+    (dropping "backward" from the filter would lose them), with gradients
+    equal to float64 autograd's."""
+    from reference import assert_stats_close, stats64
+
+    torch.manual_seed(0)
+    model = Small()
+    reference = copy.deepcopy(model).double()
+    x = torch.randn(2, 4)
+    dumper = _start(write_config, model, level=level, statistics={"data_mode": ["backward"]})
+    try:
+        model(x).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    data = read_step(str(tmp_path / "dump"), 0)["data"]
+    backward = [k for k in data if "backward" in k]
+    name = "Module.lin.Linear.backward.0" if level == "L0" else "Functional.linear.0.backward"
+    assert name in backward, list(data)
+    out = reference.lin(x.double())
+    out.retain_grad()
+    torch.tanh(out).sum().backward()
+    assert_stats_close(data[name]["input"][0], stats64(out.grad), 1e-6, f"{name} input")
