@@ -181,6 +181,9 @@ def test_config_user_hooks_refused_when_not_bool() -> None:
     with pytest.raises(ConfigTypeError, match=r"replay\.user_hooks.*got 1"):
         parse_config({"dump_path": "d", "replay": {"user_hooks": 1}})
     assert parse_config({"dump_path": "d", "replay": {"user_hooks": True}}).replay.user_hooks
+    with pytest.raises(ConfigTypeError, match=r"replay\.backward.*got 'yes'"):
+        parse_config({"dump_path": "d", "replay": {"backward": "yes"}})
+    assert parse_config({"dump_path": "d", "replay": {"backward": True}}).replay.backward
 
 
 # ------------------------------------------------- item 13: a forward that appends to a list argument

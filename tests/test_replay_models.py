@@ -245,3 +245,75 @@ def test_an_object_that_refers_to_itself_is_refused_quickly(write_config, tmp_pa
     dumper.stop()
     (call,) = _replay_file(str(tmp_path / "dump"))["modules"]
     assert call["verdict"] == "not judged" and "objects nested deeper than 3" in call["reason"], call
+
+
+# ---------------------------------------------------------------- (d) backward
+
+
+class GradScale(torch.autograd.Function):
+    """Identity forward; the backward scales the gradient by ``FAULT``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad * FAULT
+
+
+class BackwardFaulty(nn.Module):
+    """GELU whose backward is scaled by ``FAULT`` in graph mode only; its forward is exact."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            x = GradScale.apply(x)
+        return torch.nn.functional.gelu(x)
+
+
+class BackNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act = BackwardFaulty()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager"])
+def test_a_backward_only_fault_is_attributed_to_the_module_whose_backward_creates_it(
+        write_config, tmp_path, backend) -> None:
+    torch.manual_seed(0)
+    model = BackNet()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dumper = AclGraphDumper(write_config(replay={"backward": True}))
+    dumper.start(model)
+    fn = model if backend is None else torch.compile(model, backend=backend, fullgraph=True)
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    fn(x).square().mean().backward()
+    opt.step()  # before dumper.step(), as README's training loop does
+    opt.zero_grad()
+    dumper.step()
+    dumper.stop()
+    doc = _replay_file(str(tmp_path / "dump"))
+    calls = {m["entry"]: m for m in doc["modules"]}
+    assert list(calls) == ["Module.fc1.Linear.forward.0", "Module.fc1.Linear.backward.0",
+                           "Module.act.BackwardFaulty.forward.0", "Module.act.BackwardFaulty.backward.0",
+                           "Module.fc2.Linear.forward.0", "Module.fc2.Linear.backward.0"], list(calls)
+    for entry, m in calls.items():
+        if entry.startswith("Module.act.") and backend is not None:
+            continue
+        # fc1's input does not require grad: its backward keeps no input gradient, so it is not judged.
+        if entry == "Module.fc1.Linear.backward.0":
+            assert m["verdict"] == "not judged" and "no gradient of a positional input" in m["reason"], m
+            continue
+        assert m["verdict"] == "inherits", (entry, m)
+    act = calls["Module.act.BackwardFaulty.backward.0"]
+    if backend is None:
+        assert act["verdict"] == "inherits" and act["outputs"][0]["local_error"] == 0.0, act
+    else:
+        assert calls["Module.act.BackwardFaulty.forward.0"]["verdict"] == "inherits"
+        assert act["verdict"] == "creates", act
+        assert act["outputs"][0]["local_error"] == pytest.approx(FAULT - 1, rel=1e-2), act

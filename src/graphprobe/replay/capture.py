@@ -53,6 +53,14 @@ _LIB = torch.library.Library("graphprobe_replay", "DEF")
 _LIB.define("keep(Tensor[] tensors, int site, int part) -> ()", tags=(torch.Tag.nondeterministic_seeded,))
 
 PART_OPEN, PART_CLOSE = 0, 1
+PART_GRAD = 2  # and up: one gradient of a call's backward, grad_part()
+
+
+def grad_part(received: bool, index: int) -> int:
+    """The keep op's part for the gradient an output ``index`` received
+    (``received``) or the one produced for positional input ``index``."""
+    return PART_GRAD + 2 * index + (0 if received else 1)
+
 _MAX_OBJECTS = 3  # objects within objects that replay describes (a cache holds its layers: 2)
 _MAX_OPEN = 4096  # open calls remembered per thread
 _EMPTY = torch.empty(0)  # stands for a buffer or parameter set to None after start()
@@ -93,6 +101,12 @@ class Call:
     captured: bool = False
     refused: str = ""  # why nothing (or not everything) was kept
     nbytes: int = 0
+    # replay.backward: gradients the graph-mode backward pass gave this call, by position: those its
+    # outputs received (grad_out, by output tensor) and those it produced for its positional inputs
+    # (grad_in, by argument position); grad_refused: why not all were kept.
+    grad_out: dict[int, torch.Tensor] = field(default_factory=dict)
+    grad_in: dict[int, torch.Tensor] = field(default_factory=dict)
+    grad_refused: str = ""
 
 
 @dataclass
@@ -149,13 +163,16 @@ class _Store:
                     return site
             return None
 
-    def keep(self, tensors: list[torch.Tensor], site: int, part: int, eager: bool = False) -> None:
+    def keep(self, tensors: list[torch.Tensor], site: int, part: int, eager: bool = False) -> Call | None:
         """Keeps one part of a call (the op's work): copies within the budget,
         else the call's refusal. ``eager``: called by the hook itself (not
         by the op in a compiled graph), so a close always follows its own
         open (:meth:`_find`)."""
         if not (self.active and self.recording) or not 0 <= site < len(self.sites):
-            return
+            return None
+        if part >= PART_GRAD:
+            self.keep_grad(tensors, site, part)
+            return None
         info = self.sites[site]
         capturing = _capturing()
         with self.lock:
@@ -169,7 +186,7 @@ class _Store:
                 keep = list(tensors)
             nbytes = sum(t.numel() * t.element_size() for t in keep)
             if call.refused:
-                return
+                return call
             if self.used + nbytes > self.budget:
                 call.refused = (f"not judged: over the replay memory budget ({self.budget / 2**20:.0f} MiB; this "
                                 f"call needs {(call.nbytes + nbytes) / 2**20:.1f} MiB more with "
@@ -178,7 +195,7 @@ class _Store:
                 call.inputs = call.buffers = call.outputs = None
                 self.used -= call.nbytes
                 call.nbytes = 0
-                return
+                return call
             self.used += nbytes
             call.nbytes += nbytes
         copies = [t.detach().clone() for t in keep]
@@ -186,6 +203,36 @@ class _Store:
             call.inputs, call.buffers = copies[: info.inputs], copies[info.inputs:]
         else:
             call.outputs = copies
+        return call
+
+    def keep_grad(self, tensors: list[torch.Tensor], site: int, part: int, call: Call | None = None) -> None:
+        """Keeps one gradient of a call's backward (``part``: :func:`grad_part`).
+        ``call`` is known in eager autograd; a compiled backward graph names
+        only the site: the latest call of it in this step still missing
+        this gradient (a backward pass reaches a module's calls in the
+        reverse of their order). A second gradient for one place (a second
+        backward pass over one forward) is not kept."""
+        if not (self.active and self.recording) or len(tensors) != 1:
+            return
+        received, index = (part - PART_GRAD) % 2 == 0, (part - PART_GRAD) // 2
+        with self.lock:
+            if call is None:
+                call = next((c for c in reversed(self.calls) if c.site == site and c.closed and index not in
+                             (c.grad_out if received else c.grad_in)), None)
+            if call is None or call.refused or call.grad_refused:
+                return
+            table = call.grad_out if received else call.grad_in
+            if index in table:
+                return
+            grad = tensors[0]
+            nbytes = grad.numel() * grad.element_size()
+            if self.used + nbytes > self.budget:
+                call.grad_refused = (f"over the replay memory budget ({self.budget / 2**20:.0f} MiB) when the "
+                                     "gradients arrived: raise replay.memory_mb or narrow replay.list")
+                return
+            self.used += nbytes
+            call.nbytes += nbytes
+        table[index] = grad.detach().clone()
 
     def _find(self, site: int, part: int, capturing: bool, eager: bool = False) -> Call:
         """The call this part belongs to: one of the site's calls in this
@@ -296,13 +343,14 @@ def _capturing() -> bool:
         return False
 
 
-def _keep_impl(tensors: list[torch.Tensor], site: int, part: int, eager: bool = False) -> None:
+def _keep_impl(tensors: list[torch.Tensor], site: int, part: int, eager: bool = False) -> Call | None:
     """The op's kernel (and, with ``eager``, the eager hooks' direct call):
     keeps copies; never raises inside the user's forward."""
     try:
-        STORE.keep(tensors, site, part, eager)
+        return STORE.keep(tensors, site, part, eager)
     except Exception as exc:  # pragma: no cover - defensive: a probe must not break the model
         _warn_once(f"graphprobe: replay could not keep a call of site {site}: {exc}")
+        return None
 
 
 def _keep_fake(tensors: list[torch.Tensor], site: int, part: int) -> None:
@@ -310,7 +358,12 @@ def _keep_fake(tensors: list[torch.Tensor], site: int, part: int) -> None:
     return None
 
 
-_LIB.impl("keep", _keep_impl, "CompositeExplicitAutograd")
+def _keep_kernel(tensors: list[torch.Tensor], site: int, part: int) -> None:
+    """The op's kernel (an op returning nothing must return None)."""
+    _keep_impl(tensors, site, part)
+
+
+_LIB.impl("keep", _keep_kernel, "CompositeExplicitAutograd")
 torch.library.register_fake("graphprobe_replay::keep", _keep_fake, lib=_LIB)
 keep_op = torch.ops.graphprobe_replay.keep.default
 has_side_effect(keep_op)
@@ -324,26 +377,26 @@ def _warn_once(text: str) -> None:
         warnings.warn(text, RuntimeWarning, stacklevel=2)
 
 
-def _describe(value: Any, depth: int, tensors: list[torch.Tensor], objects: int = 0) -> Spec:
+def _describe(value: Any, depth: int, tensors: list[torch.Tensor], objects: int = 0, detach: bool = True) -> Spec:
     """The structure of ``value`` with its tensors replaced by their index in
     ``tensors``. Written for dynamo to trace without a graph break."""
     if isinstance(value, torch.Tensor):
         if value.layout != torch.strided or value.is_nested or (
                 type(value) not in (torch.Tensor, torch.nn.Parameter) and _own_dispatch(value)):
             return ("X", type(value).__name__ + "(" + str(value.layout) + ")")
-        tensors.append(value.detach())
+        tensors.append(value.detach() if detach else value)
         return ("T", len(tensors) - 1)
     if depth >= MAX_DEPTH:
         return ("X", "nesting deeper than " + str(MAX_DEPTH))
     if isinstance(value, (tuple, list)):
         kind = "list" if isinstance(value, list) else "tuple"
-        return (kind, tuple(_describe(v, depth + 1, tensors, objects) for v in value))
+        return (kind, tuple(_describe(v, depth + 1, tensors, objects, detach) for v in value))
     if isinstance(value, dict):
         items = []
         for key, item in value.items():
             if not isinstance(key, (str, int)):
                 return ("X", "dict with " + type(key).__name__ + " keys")
-            items.append((key, _describe(item, depth + 1, tensors, objects)))
+            items.append((key, _describe(item, depth + 1, tensors, objects, detach)))
         return ("dict", tuple(items))
     if value is None or isinstance(value, (bool, int, float, str)):
         if isinstance(value, str):
@@ -360,7 +413,7 @@ def _describe(value: Any, depth: int, tensors: list[torch.Tensor], objects: int 
         # object graph would otherwise be walked to MAX_DEPTH, branching at every level.
         if objects >= _MAX_OBJECTS:
             return ("X", type(value).__name__ + " (objects nested deeper than " + str(_MAX_OBJECTS) + ")")
-        return ("O", type(value), tuple((key, _describe(item, depth + 1, tensors, objects + 1))
+        return ("O", type(value), tuple((key, _describe(item, depth + 1, tensors, objects + 1, detach))
                                         for key, item in value.__dict__.items()))
     return ("X", type(value).__name__)
 
@@ -426,9 +479,9 @@ class ReplayWiring:
             self.modules[path] = weakref.ref(module)
             buffers, params = _names(module)
             self._handles.append(module.register_forward_pre_hook(
-                _open_hook(path, type(module).__name__, buffers, params), with_kwargs=True))
+                _open_hook(path, type(module).__name__, buffers, params, config.backward), with_kwargs=True))
             self._handles.append(module.register_forward_hook(
-                _close_hook(path, type(module).__name__, buffers, params), with_kwargs=True))
+                _close_hook(path, type(module).__name__, buffers, params, config.backward), with_kwargs=True))
         STORE.budget = config.memory_mb * 2**20
         STORE.reset()
         STORE.active = True
@@ -486,41 +539,143 @@ def _call_parts(module: torch.nn.Module, path: str, cls: str, args: Any, kwargs:
     return site, tensors
 
 
-def _open_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str, ...]) -> Any:
-    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _open_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str, ...], backward: bool) -> Any:
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if torch.compiler.is_compiling():
             site, tensors = _call_parts(module, path, cls, args, kwargs, buffers, params)
             keep_op(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"), site,
                     PART_OPEN)
-            return
+            if backward and torch.is_grad_enabled():
+                wrapped = _wrap_inputs(args, site, None)
+                return None if wrapped is None else (wrapped, kwargs)
+            return None
         if in_recomputation():  # activation checkpointing re-runs the forward in backward: not a call
-            return
+            return None
         try:
             site, tensors = _call_parts(module, path, cls, args, kwargs, buffers, params)
-            _keep_impl(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"), site,
-                       PART_OPEN, eager=True)
+            call = _keep_impl(tensors + _gather(module, buffers, "buffers") + _gather(module, params, "params"),
+                              site, PART_OPEN, eager=True)
+            if backward and call is not None and torch.is_grad_enabled():
+                wrapped = _wrap_inputs(args, site, call)
+                return None if wrapped is None else (wrapped, kwargs)
         except Exception as exc:  # a probe must never raise inside the user's forward
             _warn_once(f"graphprobe: replay could not describe a call of {path}: {exc}")
+        return None
 
     return hook
 
 
-def _close_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str, ...]) -> Any:
-    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+def _close_hook(path: str, cls: str, buffers: tuple[str, ...], params: tuple[str, ...], backward: bool) -> Any:
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> Any:
         if torch.compiler.is_compiling():
             site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params, close=True)
             outs: list[torch.Tensor] = []
             _describe(output, 0, outs)
             keep_op(outs, site, PART_CLOSE)
-            return
+            if backward and torch.is_grad_enabled():
+                return _wrap_output(output, site, None)
+            return None
         if in_recomputation():
-            return
+            return None
         try:
             site, _ = _call_parts(module, path, cls, args, kwargs, buffers, params, close=True)
             outs = []
             _describe(output, 0, outs)
-            _keep_impl(outs, site, PART_CLOSE, eager=True)
+            call = _keep_impl(outs, site, PART_CLOSE, eager=True)
+            if backward and call is not None and torch.is_grad_enabled():
+                return _wrap_output(output, site, call)
         except Exception as exc:  # a probe must never raise inside the user's forward
             _warn_once(f"graphprobe: replay could not keep an output of {path}: {exc}")
+        return None
 
     return hook
+
+
+# ---------------------------------------------------------------- replay.backward
+
+
+def _wants_grad(x: Any) -> bool:
+    return (isinstance(x, torch.Tensor) and type(x) in (torch.Tensor, torch.nn.Parameter) and x.requires_grad
+            and x.is_floating_point() and x.layout == torch.strided)
+
+
+class _GradKeep(torch.autograd.Function):
+    """Traced: identity in the forward (a copy: dynamo refuses in-place
+    updates of a view a custom Function made); its backward hands the
+    gradient to the keep op, which becomes a node of the backward graph."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, site: int, part: int) -> torch.Tensor:  # type: ignore[override]
+        return x.clone()
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        _, ctx.site, ctx.part = inputs
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        keep_op([grad], ctx.site, ctx.part)
+        return grad, None, None
+
+
+class _EagerGradKeep(torch.autograd.Function):
+    """Eager: identity (its output a view, marked so that in-place updates
+    stay allowed); its backward keeps the gradient for exactly this call."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, site: int, part: int, call: Any) -> torch.Tensor:  # type: ignore[override]
+        return x
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        _, ctx.site, ctx.part, ctx.call = inputs
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        try:
+            STORE.keep_grad([grad], ctx.site, ctx.part, ctx.call)
+        except Exception as exc:  # a probe must never break the user's backward pass
+            _warn_once(f"graphprobe: replay could not keep a gradient: {exc}")
+        return grad, None, None, None
+
+
+def _grad_keep(x: torch.Tensor, site: int, part: int, call: Call | None) -> torch.Tensor:
+    if call is None:
+        return _GradKeep.apply(x, site, part)
+    out = _EagerGradKeep.apply(x, site, part, call)
+    from graphprobe.wiring.backward import _allow_in_place
+
+    _allow_in_place((out,))
+    return out
+
+
+def _wrap_inputs(args: tuple[Any, ...], site: int, call: Call | None) -> tuple[Any, ...] | None:
+    """``args`` with each positional tensor that wants a gradient passed
+    through a gradient keeper; None when none does."""
+    if not any(_wants_grad(a) for a in args):
+        return None
+    return tuple(_grad_keep(a, site, grad_part(False, i), call) if _wants_grad(a) else a
+                 for i, a in enumerate(args))
+
+
+def _wrap_output(output: Any, site: int, call: Call | None) -> Any:
+    """The output with each tensor that wants a gradient passed through a
+    gradient keeper, numbered as :func:`_describe` flattens it: a tensor,
+    or a plain tuple or list of tensors and other non-container values;
+    None (the output unchanged, its backward not kept) otherwise."""
+    if isinstance(output, torch.Tensor):
+        return _grad_keep(output, site, grad_part(True, 0), call) if _wants_grad(output) else None
+    if type(output) not in (tuple, list):
+        return None
+    if any(isinstance(o, (tuple, list, dict)) or _plain_object(o) for o in output):
+        return None
+    items: list[Any] = []
+    index = 0
+    for o in output:
+        if isinstance(o, torch.Tensor) and o.layout == torch.strided and not o.is_nested and (
+                type(o) in (torch.Tensor, torch.nn.Parameter) or not _own_dispatch(o)):
+            items.append(_grad_keep(o, site, grad_part(True, index), call) if _wants_grad(o) else o)
+            index += 1
+        else:
+            items.append(o)
+    return tuple(items) if type(output) is tuple else items

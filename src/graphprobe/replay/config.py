@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_MEMORY_MB", "REPLAY_KEYS", "ReplayConfig", "parse_replay"]
 
-REPLAY_KEYS = ("list", "memory_mb", "save_inputs", "user_hooks")
+REPLAY_KEYS = ("list", "memory_mb", "save_inputs", "user_hooks", "backward")
 #: Default budget for the kept tensors of one step and the module copies.
 DEFAULT_MEMORY_MB = 1024
 _MAX_MEMORY_MB = 1 << 30
@@ -32,13 +32,15 @@ class ReplayConfig:
     inputs of every judged call, not only of those judged "creates".
     ``user_hooks``: run the user's forward hooks and pre-hooks (the module's
     own and the global ones) in the replays; off, they see only the calls of
-    the user's program.
+    the user's program. ``backward``: also keep the gradients each call's
+    backward pass received and produced, and judge the module's backward.
     """
 
     modules: tuple[str, ...] = ()
     memory_mb: int = DEFAULT_MEMORY_MB
     save_inputs: bool = False
     user_hooks: bool = False
+    backward: bool = False
 
     def selects(self, path: str, cls: str) -> bool:
         """Whether the module at ``path`` (of class ``cls``) is replayed."""
@@ -93,4 +95,8 @@ def parse_replay(value: Any, level: str, type_error: type[Exception],
     hooks = section.get("user_hooks", False)
     if not isinstance(hooks, bool):
         raise _error(type_error, "replay.user_hooks", hooks, "true or false")
-    return ReplayConfig(modules=tuple(names), memory_mb=memory, save_inputs=save, user_hooks=hooks)
+    backward = section.get("backward", False)
+    if not isinstance(backward, bool):
+        raise _error(type_error, "replay.backward", backward, "true or false")
+    return ReplayConfig(modules=tuple(names), memory_mb=memory, save_inputs=save, user_hooks=hooks,
+                        backward=backward)

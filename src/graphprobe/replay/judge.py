@@ -175,10 +175,10 @@ def _unreplayable(spec: Spec, place: str) -> str | None:
     return None
 
 
-def _flat_tensors(value: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
+def _flat_tensors(value: Any, out: list[torch.Tensor], detach: bool = True) -> list[torch.Tensor]:
     """The tensors of an output in the order the capture hook keeps them
-    (by the same walk)."""
-    _describe(value, 0, out)
+    (by the same walk); ``detach=False`` keeps their autograd history."""
+    _describe(value, 0, out, detach=detach)
     return out
 
 
@@ -450,6 +450,13 @@ def _run(module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
         return module(*args, **kwargs)
 
 
+@torch.compiler.disable
+def _run_grad(module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
+    """The module's eager forward with autograd on (the backward replay)."""
+    with torch.enable_grad():
+        return module(*args, **kwargs)
+
+
 def _foreign_forward(module: torch.nn.Module) -> str | None:
     """The relative path of the first module in ``module``'s tree whose
     ``forward`` is replaced on the instance by a callable not bound to that
@@ -695,6 +702,7 @@ class _Judge:
             counts[site.path] = n + 1
             numbered.append((call, site, n))
         records: dict[int, dict[str, Any]] = {}
+        backward: dict[int, dict[str, Any]] = {}  # replay.backward: the call's backward, after its forward
         by_module: dict[str, list[int]] = {}
         for i, (_, site, _) in enumerate(numbered):
             by_module.setdefault(site.path, []).append(i)
@@ -735,8 +743,22 @@ class _Judge:
                     except Exception as exc:  # one call that cannot be judged must not cost the others
                         record.update(verdict=NOT_JUDGED, outputs=[],
                                       reason=f"not judged: replay failed ({type(exc).__name__}: {exc})")
+                    if self.config.backward and (call.grad_out or call.grad_in or call.grad_refused):
+                        back = {"module": site.path, "entry": safe_text(f"Module.{site.path}.{site.cls}.backward.{n}"),
+                                "verdict": NOT_JUDGED, "reason": "", "outputs": []}
+                        backward[i] = back
+                        try:
+                            self._judge_backward(call, site, copies, back, record)
+                        except Exception as exc:
+                            back.update(verdict=NOT_JUDGED, outputs=[],
+                                        reason=f"not judged: the backward replay failed ({type(exc).__name__}: {exc})")
             del shared
-        return [records[i] for i in range(len(numbered))]
+        out = []
+        for i in range(len(numbered)):
+            out.append(records[i])
+            if i in backward:
+                out.append(backward[i])
+        return out
 
     def _refusal(self, call: Call, site: Site) -> str:
         if call.refused:
@@ -863,6 +885,82 @@ class _Judge:
         record["reason"] = reason + f64_failed + extra
         if verdict == CREATES or (self.config.save_inputs and verdict != NOT_JUDGED):
             record["inputs_file"] = self._save_inputs(record["entry"], args, kwargs, site, call)
+
+    def _judge_backward(self, call: Call, site: Site, copies: _Copies, record: dict[str, Any],
+                        forward: dict[str, Any]) -> None:
+        """Re-runs the call's forward with autograd on its kept inputs, in its
+        dtypes and in float64, and back-propagates the gradients its outputs
+        received in graph mode; the gradients of its positional inputs are
+        judged as a forward call's outputs are (the floor: the coarsest of
+        the inputs and the received gradients)."""
+        if call.grad_refused:
+            record["reason"] = "not judged: " + call.grad_refused
+            return
+        if forward["verdict"] == NOT_JUDGED and not forward["outputs"]:
+            record["reason"] = f"not judged: its forward call could not be replayed ({forward['reason']})"
+            return
+        if not call.grad_in:
+            record["reason"] = ("not judged: no gradient of a positional input was kept (none requires grad, or "
+                                "the backward pass did not reach the call's inputs)")
+            return
+        if not call.grad_out:
+            record["reason"] = "not judged: the gradients the call's outputs received were not kept"
+            return
+        assert call.inputs is not None and call.buffers is not None
+        positions = sorted(call.grad_in)
+        kept = self.kept_params.get(id(call), {})
+        hooks_off = not self.config.user_hooks
+
+        def run(model: torch.nn.Module, loaded: dict[str, int], wide: bool) -> list[torch.Tensor]:
+            tensors = [_to64(t) if wide else t.clone() for t in call.inputs or []]
+            args = _rebuild(site.args, tensors, wide)
+            kwargs = _rebuild(site.kwargs, tensors, wide)
+            leaves = []
+            for i in positions:
+                leaf = args[i]
+                if not isinstance(leaf, torch.Tensor):
+                    raise ValueError(f"input {i} is not a tensor in the replay")
+                leaves.append(leaf.requires_grad_(True))
+            _set_buffers(model, site.buffers, call.buffers or [])
+            if kept or loaded:
+                ref = self.wiring.modules.get(site.path)
+                live_module = ref() if ref is not None else None
+                live = {n: p.detach() for n, p in live_module.named_parameters()} if live_module is not None else {}
+                _load_params(model, loaded, copies.prefix, site.params, live, kept)
+            with _global_hooks_off(hooks_off):
+                flat = _flat_tensors(_run_grad(model, args, kwargs), [], detach=False)
+            outs, grads = [], []
+            for j, g in sorted(call.grad_out.items()):
+                if j < len(flat) and flat[j].requires_grad:
+                    outs.append(flat[j])
+                    grads.append(g.to(device=flat[j].device, dtype=flat[j].dtype))
+            if not outs:
+                raise ValueError("no output of the replay requires grad")
+            got = torch.autograd.grad(outs, leaves, grads, allow_unused=True)
+            return [torch.zeros_like(leaf) if g is None else g.detach() for leaf, g in zip(leaves, got)]
+
+        rng = _rng_state()
+        try:
+            eager = run(copies.native, copies.loaded, False)
+        finally:
+            drew = _rng_restore(rng)
+        if drew:
+            record["reason"] = "not judged: the forward draws random numbers, so its backward cannot be reproduced"
+            return
+        f64: list[torch.Tensor] | None = None
+        f64_failed = ""
+        try:
+            f64 = run(copies.f64(), copies.loaded64, True)
+        except Exception as exc:
+            f64_failed = f" (float64 backward replay raised {type(exc).__name__}: {exc})"
+        finally:
+            _rng_restore(rng)
+        graph = [call.grad_in[i] for i in positions]
+        floor = _input_floor(list(call.inputs) + list(call.grad_out.values()))
+        rows, verdict, reason = _judge_outputs(graph, eager, f64, floor)
+        for row, i in zip(rows, positions):
+            row["input"] = i  # the positional input whose gradient this row is
+        record.update(outputs=rows, verdict=verdict, reason=reason + f64_failed)
 
     def _save_inputs(self, entry: str, args: Any, kwargs: Any, site: Site, call: Call) -> str | None:
         folder = os.path.join(self.step_dir, "replay_inputs")
