@@ -259,3 +259,53 @@ def test_l0_caller_updates_a_module_output(name: str, tmp_path) -> None:
     runs = {b: _dump(tmp_path, b, "L0", Caller(update), x, b) for b in _BACKENDS}
     _check(runs, [("Module.second.Tanh.forward.0", "input_args")], stats64(after), f"{name}, after the update")
     _check(runs, [("Module.first.Identity.forward.0", "output")], stats64(before), f"{name}, before the update")
+
+
+class Cache(torch.nn.Module):
+    """A buffer updated in place (a KV cache's write), read before and after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("kv", torch.linspace(0.0, 1.0, 12).reshape(3, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        old = torch.mul(self.kv, 2.0)
+        self.kv[:, 1] = x[:, 0]
+        return torch.tanh(self.kv) + old
+
+
+def test_buffer_updated_in_place(tmp_path) -> None:
+    """A graph input's memory updated inside the graph (inductor writes into
+    the buffer itself): ``torch.mul``'s input holds the buffer before the
+    write, ``torch.tanh``'s input after it."""
+    x = _input()
+    before = Cache().kv.clone()
+    after = before.clone()
+    after[:, 1] = x[:, 0]
+    _assert_update_moves(before, after, "buffer")
+    runs = {b: _dump(tmp_path, b, "L1", Cache(), x, b) for b in _BACKENDS}
+    _check(runs, [("Torch.tanh.0.forward", "input_args")], stats64(after), "buffer after the write")
+    _check(runs, [("Torch.mul.0.forward", "input_args")], stats64(before), "buffer before the write")
+
+
+class Twice(torch.nn.Module):
+    """L0: the model's input updated in place between two modules that read it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Tanh()
+        self.second = torch.nn.Sigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.first(x)
+        x[0, 0] = 7.0
+        return a + self.second(x)
+
+
+def test_l0_model_input_updated_in_place(tmp_path) -> None:
+    x = _input()
+    after = x.clone()
+    after[0, 0] = 7.0
+    runs = {b: _dump(tmp_path, b, "L0", Twice(), x.clone(), b) for b in _BACKENDS}
+    _check(runs, [("Module.second.Sigmoid.forward.0", "input_args")], stats64(after), "input after the update")
+    _check(runs, [("Module.first.Tanh.forward.0", "input_args")], stats64(x), "input before the update")
