@@ -461,6 +461,13 @@ def test_a_repro_that_cannot_run_is_not_taken_for_one_that_reproduces(tmp_path):
     assert reproduces is None and "could not run" in note
     reproduces, note = run_repro(Runner(tmp_path / "logs"), {"script": str(broken), "missing": ["the inputs"]}, None)
     assert reproduces is None and "the inputs" in note
+    # A repro that runs and shows nothing, of a module whose hooks were left out (the demo's fault is a hook).
+    fine = tmp_path / "fine.py"
+    fine.write_text("pass\n")
+    reproduces, note = run_repro(Runner(tmp_path / "logs"), {"script": str(fine), "missing": [],
+                                                              "hooks_dropped": True}, {"backend": "eager"})
+    assert reproduces is False and note.startswith("the module's hooks could not be pickled")
+    assert "backend 'eager'" in note
 
 
 def test_claim_out_refuses_a_file_and_a_linked_marker(tmp_path):

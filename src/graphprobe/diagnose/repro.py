@@ -277,7 +277,11 @@ def run_repro(runner: Any, repro: dict[str, Any], bisect: dict[str, Any] | None)
         return True, f"python repro.py exits 1: the compiled module creates the error on the recorded inputs " \
                      f"(log {rec.log})"
     if rec.exit_code == 0:
-        return False, _why_it_does_not(bisect) + f" (log {rec.log})"
+        why = _why_it_does_not(bisect)
+        if repro.get("hooks_dropped"):
+            why = ("the module's hooks could not be pickled and are not in the repro (README.txt): a fault in a "
+                   "hook does not show there; besides, " + why)
+        return False, why + f" (log {rec.log})"
     why = rec.note or f"exit {rec.exit_code}"
     return None, f"the repro could not run ({why}; exit 2: the module cannot be rebuilt here, or an exception); " \
                  f"log {rec.log}"
