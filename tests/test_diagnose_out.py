@@ -495,3 +495,19 @@ def test_claim_out_refuses_a_file_and_a_linked_marker(tmp_path):
     with pytest.raises(OwnedFilesError):
         claim_out(out, ("compare",), ".m")
     assert json.loads(victim.read_text()) == {"files": []} and (out / "compare" / "r.csv").exists()
+
+
+def test_a_file_system_without_flock_warns_and_goes_on(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    from graphprobe.diagnose.out_folder import prepare_out
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.warns(RuntimeWarning, match="cannot lock"):
+        folder = prepare_out(tmp_path / "o")
+    folder.finish()
+    assert json.loads((tmp_path / "o" / ".graphprobe_diagnose").read_text())["files"] == []

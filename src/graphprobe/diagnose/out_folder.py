@@ -144,6 +144,11 @@ def prepare_out(out: Path) -> OutFolder:
             who = f"pid {pid}" if isinstance(pid, int) else "another process"
             raise OutFolderError(f"-o {out}: OUT is in use by {who} (a diagnose writing into it); nothing was "
                                  "changed: wait for it to end, or choose another folder") from None
+        except OSError as e:  # a file system without flock (ENOLCK, some NFS): go on without the lock, and say so
+            import warnings
+
+            warnings.warn(f"graphprobe diagnose: -o {out}: cannot lock {MARK} ({e.strerror}): a second diagnose "
+                          "into this folder at the same time would not be refused", RuntimeWarning, stacklevel=2)
         try:
             old = json.loads(_read_all(fd).decode("utf-8"))
         except (ValueError, UnicodeDecodeError):  # empty (new), or an older diagnose's text mark: nothing listed
