@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphprobe.compare.pairing import Pair, Unpaired
-
-if TYPE_CHECKING:
-    from graphprobe.compare.referee import Verdict
+from graphprobe.compare.verdicts import Divergence, Verdict  # Divergence: re-exported, part of this module's interface
 
 __all__ = [
     "CompareRun",
@@ -62,46 +60,6 @@ class EntryPoint:
     value: float | None
     result: str
     first_divergence: bool
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """Why an entry is the first divergence (docs/formats.md, "First divergence").
-
-    ``kinds`` holds every kind that applies: ``parameter`` (a parameter
-    differs beyond noise: a cause of its own), ``output`` (an output whose
-    error exceeds ``divergence_ratio`` times its inputs' and parameters' plus
-    its noise floor), ``unrecorded-input`` (an input whose error exceeds the
-    ratio times everything recorded before it plus its floor: the error came
-    from code that is not
-    recorded, between ``last_agreeing`` and this entry). ``row`` is the row
-    that triggered (parameter, else output, else input); ``errors`` its
-    scale-aware relative error per statistic (Max, Min, Mean, Norm), ``z``
-    the largest of them over the noise floor ``floor`` of its dtype's table
-    row ``floor_name`` (``hard``: a dtype, shape or value difference, z inf).
-    """
-
-    entry: str
-    entry_index: int
-    kinds: tuple[str, ...]
-    row: str
-    message: str
-    z: float
-    errors: tuple[float | None, ...] = ()
-    worst_stat: str | None = None
-    floor_name: str = ""
-    floor: float | None = None
-    hard: str | None = None
-    z_inputs: float = 0.0
-    z_parameters: float = 0.0
-    z_outputs: float = 0.0
-    last_agreeing: str | None = None
-    unmatched_between: tuple[str, ...] = ()
-    parameter_rows: int = 0
-    parameter_rows_differing: int = 0
-    # A parameter cause while most parameters differ: an earlier step's
-    # update (or the loaded weights) differ.
-    parameters_throughout: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,11 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from graphprobe.compare.numbers import short_number
-from graphprobe.compare.outcome import Divergence
+from graphprobe.compare.verdicts import Divergence, RefereeRow, Verdict  # the last two: re-exported
 from graphprobe.output_files import write_text_atomic
 
 __all__ = ["REFERENCE_COLUMNS", "RefereeRow", "Verdict", "add_reference_columns", "distance", "multiplier", "referee",
@@ -38,34 +37,6 @@ __all__ = ["REFERENCE_COLUMNS", "RefereeRow", "Verdict", "add_reference_columns"
 
 _EXTREME = (0, 1)  # Max, Min (Mean, Norm: the aggregate class)
 _LOW_PRECISION = {"torch.float16", "torch.bfloat16"}
-
-
-@dataclass(frozen=True, slots=True)
-class RefereeRow:
-    """One matched row's distances to the float64 reference, per class of
-    statistic (aggregate Mean/Norm, extreme Max/Min); None where REF has no
-    such row (or the row is not a floating tensor)."""
-
-    name: str
-    target: tuple[float, float] | None
-    bench: tuple[float, float] | None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What the referee decided for one pair: the entry blamed on the target
-    (None: none), the first entry where the bench is the one further from
-    float64, their messages, and every row's distances."""
-
-    blamed_entry: str | None
-    blamed_index: int | None
-    blamed_row: str | None
-    blamed_kind: str | None
-    message: str | None
-    bench_further_entry: str | None
-    bench_further_message: str | None
-    rows: tuple[RefereeRow, ...]
-    reference: str
 
 
 def multiplier(target_dtype: str | None, numel: float) -> float:
