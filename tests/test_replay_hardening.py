@@ -320,3 +320,38 @@ def test_a_module_with_an_unjudged_call_is_not_summarised_as_inheriting(write_co
     assert reported is not None and reported.verdict == "not judged", reported
     origin, why = pick_origin([reported])
     assert origin is None and "outside the scope" not in why and "inherits" not in why.split(":")[0], why
+
+
+def test_diagnose_replays_the_backward_when_the_first_divergence_is_in_it(tmp_path) -> None:
+    """diagnose's attribute stage turns replay.backward on for a backward
+    first divergence (and only then): the command receives that config."""
+    import sys
+    import textwrap
+
+    from graphprobe.diagnose.attribute import attribute
+    from graphprobe.diagnose.commands import Runner
+    from graphprobe.diagnose.screen import FirstDivergence
+
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent('''
+        import json, os, shutil, sys
+        cfg = json.load(open(os.environ["GRAPHPROBE_CONFIG"]))
+        shutil.copyfile(os.environ["GRAPHPROBE_CONFIG"], sys.argv[1])
+        step = os.path.join(cfg["dump_path"], "step0", "pid1")
+        os.makedirs(step, exist_ok=True)
+        open(os.path.join(step, "dump.json"), "w").write("{}")
+        rec = {"module": "act", "verdict": "inherits", "reason": "", "outputs": []}
+        json.dump({"version": 1, "modules": [dict(rec, entry="Module.act.GELU.forward.0"),
+                                             dict(rec, entry="Module.act.GELU.backward.0", verdict="creates")]},
+                  open(os.path.join(step, "replay.json"), "w"))
+    '''))
+    seen = {}
+    for kind in ("backward", "forward"):
+        out = tmp_path / kind
+        first = FirstDivergence(0, f"Module.act.GELU.{kind}.0", "act", "GELU", ("output",), "")
+        res = attribute(Runner(out / "logs"), out, [sys.executable, str(script), str(tmp_path / f"{kind}.json")],
+                        first, None, lambda m: None)
+        seen[kind] = json.loads((tmp_path / f"{kind}.json").read_text())["replay"]
+        if kind == "backward":
+            assert res.origin is not None and res.origin.module == "act", res.why
+    assert seen["backward"].get("backward") is True and "backward" not in seen["forward"], seen

@@ -125,8 +125,9 @@ def attribute(runner: Runner, out: Path, target_cmd: list[str], first: FirstDive
     scope, why = replay_scope(first)
     say(f"  {why}")
     dump = out / "runs" / "attribute"
+    # A first divergence in the backward pass is attributed by replaying the modules' backward too.
     cfg = write_config(out / "runs" / "attribute.json", dump, "L0", [scope] if scope else None, replay=True,
-                       save_inputs=True)
+                       save_inputs=True, backward=".backward." in first.entry)
     # The dumper also saves the scope's module at start() for the repro (graphprobe.config_env).
     rec = runner.run("attribute", target_cmd, {"GRAPHPROBE_CONFIG": str(cfg), "GRAPHPROBE_REPRO_MODULE": scope,
                                                "GRAPHPROBE_REPRO_DIR": str(out / "runs" / "module")})

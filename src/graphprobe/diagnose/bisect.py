@@ -68,7 +68,7 @@ def _judge(dump: Path, module: str, steps: int | None) -> tuple[bool | None, str
 
 
 def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps: int | None,
-           say: Callable[[str], None], select: str | None = None) -> BisectResult:
+           say: Callable[[str], None], select: str | None = None, backward: bool = False) -> BisectResult:
     """Runs the bisect; see the module docstring. ``select``: the
     ``replay.list`` item that selects ``module`` (default its path, which
     also replays its submodules and modules such as ``layers.10`` for
@@ -98,7 +98,7 @@ def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps:
             low, high = CB.get_bisect_range(backend, subsystem)
             span = f", range [{low}, {high}]"
         dump = work / f"test{k}"
-        cfg = write_config(work / f"test{k}.json", dump, "L0", [select or module], replay=True)
+        cfg = write_config(work / f"test{k}.json", dump, "L0", [select or module], replay=True, backward=backward)
         env["GRAPHPROBE_CONFIG"] = str(cfg)
         rec = runner.run(f"bisect-{k}", target_cmd, env)
         if rec.exit_code != 0:

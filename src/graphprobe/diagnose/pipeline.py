@@ -166,7 +166,7 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             say(f"[3/4] bisect: torch's CompilerBisector, pass = replay judges {at.origin.module} not 'creates' "
                 "(one run of the command per test)")
             b = bisect(runner, out, opts.command, at.origin.module, opts.steps, say,
-                       select=selector(at.origin.module, at.origin.entry))
+                       select=selector(at.origin.module, at.origin.entry), backward=".backward." in first.entry)
             d["stages"]["bisect"] = round(time.monotonic() - t0, 2)
             d["bisect"] = b.as_json()
             say(f"  result: backend {b.backend}, subsystem {b.subsystem}, bisect number {b.bisect_number}, "
