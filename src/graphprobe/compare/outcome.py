@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from graphprobe.compare.pairing import Pair, Unpaired
+from graphprobe.compare.unmatched import SameNameUnmatched
 from graphprobe.compare.verdicts import Divergence, Verdict  # Divergence: re-exported, part of this module's interface
 
 __all__ = [
@@ -120,6 +121,10 @@ class PairOutcome:
     # engine's read of the pair: () when the dumps do not both carry
     # checksums, None when not made (an outcome made by hand).
     checksums: tuple[str, ...] | None = None
+    # Unmatched rows whose name is on both sides, by kind (compare/unmatched.py:
+    # None on one side and a tensor on the other ...): what the summary says
+    # the unmatched count is made of.
+    same_name_unmatched: tuple[SameNameUnmatched, ...] = ()
 
 
 @dataclass

@@ -22,6 +22,7 @@ from graphprobe.compare.output_names import claim_names, release_names, write_fa
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, pair_paths
 from graphprobe.compare.report_index import write_index
 from graphprobe.compare.referee import Verdict, add_reference_columns, referee, referee_divergence
+from graphprobe.compare.unmatched import same_name_unmatched
 from graphprobe.compare.summary import ProgressBar
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
 from graphprobe.compare.tensor_layout import prepare_sides
@@ -120,6 +121,7 @@ def compare_pair(
         # The report's plot marks the referee's entry, not the engine's.
         points = [replace(p, first_divergence=p.index == verdict.blamed_index) for p in points]
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
+    same_names = same_name_unmatched(result)  # what unmatched rows named alike on both sides are
     if verdict is not None:
         first_divergence = verdict.blamed_entry
     # The page lists at most ROW_LIMIT rows: take them, then free the records
@@ -158,6 +160,7 @@ def compare_pair(
         floors_used=floors_used,
         referee=verdict,
         checksums=() if checksum_line is None else (checksum_line,),
+        same_name_unmatched=same_names,
     )
 
 

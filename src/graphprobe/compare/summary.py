@@ -10,9 +10,10 @@ from typing import TextIO
 from graphprobe._text import terminal_safe
 from graphprobe.compare.explain import floors_text, noise_text
 from graphprobe.compare.numbers import short_number, short_pct, shorten_numbers
-from graphprobe.compare.outcome import CompareRun
+from graphprobe.compare.outcome import CompareRun, PairOutcome
+from graphprobe.compare.unmatched import KIND_WORDS, SameNameUnmatched
 
-__all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary"]
+__all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary", "unmatched_lines"]
 
 _RESULTS = ("pass", "warning", "error", "unmatched")
 WORST_ORDER = "by verdict (error, warning, pass), then by NormRelativeErr, largest first"
@@ -85,12 +86,22 @@ def format_summary(run: CompareRun, top: int, workbooks: dict[Path, Path | str] 
     lines: list[str] = []
     width = max([len(o.pair.label) for o in run.outcomes] + [4])
     lines.append(f"{'pair':<{width}}  " + "  ".join(f"{r:>9}" for r in _RESULTS) + "  first divergence")
+    overlapping = 0
     for o in run.outcomes:
         if o.error is not None:
             lines.append(f"{o.pair.label:<{width}}  FAILED: {o.error}")
             continue
-        counts = "  ".join(f"{o.counts.get(r, 0):>9}" for r in _RESULTS)
+        cells = [f"{o.counts.get(r, 0)}" for r in _RESULTS]
+        if _unmatched_also_counted(o):
+            cells[-1] = f"({cells[-1]})"  # already in pass/warning/error: set apart, so no one adds it up
+            overlapping += 1
+        counts = "  ".join(f"{c:>9}" for c in cells)
         lines.append(f"{o.pair.label:<{width}}  {counts}  {o.first_divergence or '-'}")
+    if overlapping:
+        lines.append("(N) under unmatched: rows without a partner, already counted under their Result (msprobe's "
+                     "verdict, pass unless inf/NaN): pass + warning + error = all rows; with --graphprobe-verdicts "
+                     "they are counted under unmatched only")
+    lines.extend(unmatched_lines(run))
     lines.extend(divergence_lines(run))
     lines.extend(cross_rank_lines(run))
     lines.extend(_worst_lines(run, top))
@@ -101,6 +112,39 @@ def format_summary(run: CompareRun, top: int, workbooks: dict[Path, Path | str] 
         for u in run.unpaired:
             lines.append(f"  {u.side}: {u.what}  ({u.path})")
     return "\n".join(terminal_safe(line) for line in lines)  # names come from the dumps: no escapes reach the terminal
+
+
+def _unmatched_also_counted(o: PairOutcome) -> bool:
+    """Whether a pair's unmatched rows are also counted under their Result
+    (msprobe's verdicts, the default): then pass + warning + error already
+    make up every row. With --graphprobe-verdicts the four counts partition
+    the rows."""
+    unmatched = o.counts.get("unmatched", 0)
+    return unmatched > 0 and sum(o.counts.get(r, 0) for r in ("pass", "warning", "error")) == o.rows
+
+
+def unmatched_lines(run: CompareRun) -> list[str]:
+    """What the unmatched rows named alike on both sides are, per kind over
+    all pairs (compare/unmatched.py): e.g. an argument that is None in one
+    run and a tensor in the other, as transformers' ``attention_mask`` is
+    eagerly and under torch.compile."""
+    kinds: dict[str, list[SameNameUnmatched]] = {}
+    pairs: dict[str, set[str]] = {}
+    for o in run.outcomes:
+        for g in o.same_name_unmatched:
+            kinds.setdefault(g.kind, []).append(g)
+            pairs.setdefault(g.kind, set()).add(o.pair.label)
+    lines = []
+    for kind, groups in kinds.items():
+        rows, names, first = sum(g.rows for g in groups), sum(g.names for g in groups), groups[0]
+        where = f" in {len(pairs[kind])} pairs" if len(run.outcomes) > 1 else ""
+        what = (f"unmatched: {rows} rows{where} are {names} name{'s' if names != 1 else ''} on both sides, "
+                f"{KIND_WORDS[kind]} (e.g. {first.example}: target {first.target_type}, bench {first.bench_type})")
+        if kind == "none-vs-tensor":
+            what += ("; an argument passed as None in one run and as a tensor in the other, as transformers' "
+                     "attention_mask is eagerly and under torch.compile")
+        lines.append(what + "; they are not compared")
+    return lines
 
 
 def _worst_lines(run: CompareRun, top: int) -> list[str]:
