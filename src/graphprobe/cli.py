@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "compare": "graphprobe.compare.command:register",
     "demo": "graphprobe.demo.command:register",
     "diagnose": "graphprobe.diagnose.command:register",
+    "history": "graphprobe.history.command:register",
 }
 
 
