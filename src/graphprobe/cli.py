@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from graphprobe._cli_types import int_at_least  # re-exported: part of this module's interface
+from graphprobe._cli_types import Parser, int_at_least  # int_at_least: re-exported, part of this module's interface
 
 __all__ = ["EXIT_STDOUT_CLOSED", "SUBCOMMANDS", "build_parser", "int_at_least", "main"]
 
@@ -34,8 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Raw: argparse would wrap --version's text at the terminal width, cutting
     # the install path mid-word.
-    parser = argparse.ArgumentParser(prog="graphprobe", description="graphprobe: precision debugging in graph mode",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Parser: a usage error leads with the error line, then one usage line.
+    parser = Parser(prog="graphprobe", description="graphprobe: precision debugging in graph mode",
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version",
                         version=f"graphprobe {graphprobe.__version__} ({os.path.dirname(graphprobe.__file__)})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -9,6 +9,9 @@ noise-aware rule), a pair in which nothing was compared (every row unmatched),
 or a side that recorded nothing or far fewer records than the other. --fail-on unmatched: also any unmatched row or
 step/rank without a partner. --fail-on warning: also any row with Result
 warning -- everything that is not a clean pass. Why it failed goes to stderr.
+TARGET and BENCH naming one dump (the same folder or file after resolving
+symlinks, or a dump.json and its folder: a copy-paste slip that passes every
+row) print a warning; with --fail-on (any level) it also exits 1.
 Everything printed passes through terminal_safe: names read from a dump cannot
 hold terminal escapes.
 """
@@ -16,11 +19,13 @@ hold terminal escapes.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
-from graphprobe._cli_types import int_at_least
+from graphprobe._cli_types import int_at_least, print_usage_error
 from graphprobe._text import terminal_safe
 from graphprobe.compare.fail_on import FAIL_ON_LEVELS, fail_on_reasons
 from graphprobe.compare.msprobe_flags import add_msprobe_flags, resolve_paths
@@ -28,7 +33,7 @@ from graphprobe.compare.native import threshold_defaults
 from graphprobe.compare.pairing import PID_PAIRINGS
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "same_dump"]
 
 
 def _pct(text: str) -> float:
@@ -49,6 +54,24 @@ def _positive(text: str) -> float:
 
 
 _count = int_at_least(0)
+
+
+def same_dump(target: str | None, bench: str | None) -> str | None:
+    """Whether TARGET and BENCH name one dump after resolving symlinks: the
+    same folder, the same file, or a dump.json and the folder holding it;
+    None when they differ (or one does not exist: compare says so)."""
+    if not target or not bench:
+        return None
+    t, b = Path(target).resolve(), Path(bench).resolve()
+    try:
+        if t.exists() and b.exists() and os.path.samefile(t, b):
+            return f"TARGET and BENCH are the same {'folder' if t.is_dir() else 'file'} ({t})"
+    except OSError:  # unreadable: compare reports it
+        return None
+    for file, folder in ((t, b), (b, t)):
+        if file.is_file() and folder.is_dir() and file.parent == folder:
+            return f"TARGET and BENCH are the same dump ({file} and the folder holding it)"
+    return None
 
 
 def register(subparsers: Any) -> None:
@@ -77,8 +100,8 @@ def register(subparsers: Any) -> None:
     add_msprobe_flags(p)
     p.add_argument("--fail-on", choices=FAIL_ON_LEVELS,
                    help="exit with 1 on: error (error rows, a first divergence, nothing compared, a side empty or "
-                        "short); unmatched (also unmatched rows, steps/ranks/pids without a partner); warning (also "
-                        "warning rows)")
+                        "short, TARGET and BENCH the same dump); unmatched (also unmatched rows, steps/ranks/pids "
+                        "without a partner); warning (also warning rows)")
     p.add_argument("--input-error-pct", type=_pct, default=defaults.get("input_error_pct"), metavar="PCT",
                    help="error rule: every input NormRelativeErr below this (default: %(default)s)")
     p.add_argument("--output-error-pct", type=_pct, default=defaults.get("output_error_pct"), metavar="PCT",
@@ -141,9 +164,15 @@ def run(args: argparse.Namespace) -> int:
             usage = str(e)
     if usage is not None:
         if getattr(args, "compare_parser", None) is not None:
-            args.compare_parser.print_usage(sys.stderr)
-        print(terminal_safe(f"graphprobe compare: error: {usage}"), file=sys.stderr)
+            print_usage_error(args.compare_parser, usage)
+        else:
+            print(terminal_safe(f"graphprobe compare: error: {usage}"), file=sys.stderr)
         return 2
+    same = same_dump(args.target, args.bench)
+    if same is not None:  # a copy-paste slip passes every row: say it before anything else
+        print(terminal_safe(f"graphprobe compare: warning: {same}: the dump is compared with itself, so every row "
+                            "agrees; check TARGET and BENCH" + (f" (--fail-on {args.fail_on}: exit 1)"
+                                                                if args.fail_on else "")), file=sys.stderr)
     thresholds = Thresholds(**{f.name: getattr(args, f.name) for f in fields(Thresholds)
                                if getattr(args, f.name) is not None})
     try:
@@ -189,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.fail_on:
         reasons = fail_on_reasons(result, args.fail_on)
+        if same is not None:
+            reasons.insert(0, f"{same}: nothing was compared against a reference")
         for reason in reasons:
             print(terminal_safe(f"graphprobe compare: --fail-on {args.fail_on}: {reason}"), file=sys.stderr)
         if reasons:
