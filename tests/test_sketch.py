@@ -335,3 +335,38 @@ def test_sketch_key_must_be_a_bool(tmp_path):
     cfg.write_text(json.dumps({"dump_path": str(tmp_path / "dump"), "statistics": {"sketch": "yes"}}))
     with pytest.raises(ConfigTypeError, match=r"statistics\.sketch.*'yes'.*true or false"):
         load_config(str(cfg))
+
+
+class TransposeNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.echo = Echo()
+        self.fc = torch.nn.Linear(4, 3, dtype=torch.float64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The probe of echo's output holds a non-contiguous tensor: the
+        # Sketch and the checksum take a contiguous copy inside the kernel.
+        return self.fc(self.echo(x.t())).sum()
+
+
+@pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
+def test_copies_inside_the_kernel_survive_functorch(tmp_path, summary_mode):
+    import json
+
+    x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    ref = TransposeNet()
+    wired = TransposeNet()
+    wired.load_state_dict(ref.state_dict())
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"dump_path": str(tmp_path / "dump"), "level": "L0",
+                               "statistics": {"summary_mode": summary_mode}}))
+    dumper = graphprobe.AclGraphDumper(str(cfg))
+    dumper.start(wired)
+    try:
+        got = torch.func.grad(lambda t: wired(t))(x)
+        got_vmap = torch.func.vmap(torch.func.grad(lambda t: wired(t)))(torch.stack([x, 2 * x]))
+    finally:
+        dumper.stop()
+    want = torch.func.grad(lambda t: ref(t))(x)
+    assert torch.equal(got, want)
+    assert torch.equal(got_vmap[0], want)

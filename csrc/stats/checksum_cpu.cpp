@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "stats/below_transforms.h"
 #include "stats/checksum.h"
 #include "stats/reducible_types.h"
 
@@ -58,7 +59,11 @@ std::optional<uint64_t> checksum_cpu(const at::Tensor& input) {
   if (!hashable(input)) return std::nullopt;
   // The values as seen (lazy conjugate/negative views resolved), in
   // row-major order.
-  const at::Tensor x = input.resolve_conj().resolve_neg().contiguous();
+  at::Tensor x = input;
+  if (input.is_conj() || input.is_neg() || !input.is_contiguous()) {
+    const stats::BelowTransforms plain;  // a functorch transform must not wrap the copy
+    x = input.resolve_conj().resolve_neg().contiguous();
+  }
   const auto* bytes = static_cast<const unsigned char*>(x.const_data_ptr());
   const int64_t word = word_bytes(x.element_size());
   const int64_t m = x.numel() * x.element_size() / word;

@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "stats/below_transforms.h"
+#include "stats/reducible_types.h"
 #include "stats/stats_cpu_simd.h"
 
 namespace graphprobe::sketch {
@@ -91,14 +93,19 @@ std::array<double, kProjections> sketch_cpu(const at::Tensor& input) {
   TORCH_CHECK(input.device().is_cpu(), "graphprobe: sketch_cpu expects a CPU tensor, got ", input.device());
   constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
   Sums out{kNan, kNan, kNan, kNan};
-  if (input.numel() == 0 || input.layout() != c10::kStrided || !c10::isFloatingType(input.scalar_type()))
+  if (input.numel() == 0 || input.layout() != c10::kStrided ||
+      stats::value_kind(input.scalar_type()) != ValueKind::kFloating)
     return out;
-  // Row-major order is what the signs are defined on: a strided tensor is
-  // read as its contiguous copy (lazy conjugate/negative views resolved).
-  // float8 types convert to float32 exactly.
   const c10::ScalarType t = input.scalar_type();
   const bool direct = t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
-  const at::Tensor x = (direct ? input : input.to(at::kFloat)).resolve_neg().contiguous();
+  at::Tensor x = input;
+  if (!direct || input.is_neg() || !input.is_contiguous()) {
+    // Row-major order is what the signs are defined on: a strided tensor is
+    // read as its contiguous copy, float8 as float32 (exact), both below
+    // any transform the probe runs under (stats/below_transforms.h).
+    const stats::BelowTransforms plain;
+    x = (direct ? input : input.to(at::kFloat)).resolve_neg().contiguous();
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "graphprobe_sketch_cpu",
                                   [&] { out = sum_all(x.const_data_ptr<scalar_t>(), x.numel()); });
   return out;
