@@ -280,7 +280,7 @@ def run_repro(runner: Any, repro: dict[str, Any], bisect: dict[str, Any] | None)
         why = _why_it_does_not(bisect)
         if repro.get("hooks_dropped"):
             why = ("the module's hooks could not be pickled and are not in the repro (README.txt): a fault in a "
-                   "hook does not show there; besides, " + why)
+                   "hook does not show there; if the fault is not in a hook: " + why)
         return False, why + f" (log {rec.log})"
     why = rec.note or f"exit {rec.exit_code}"
     return None, f"the repro could not run ({why}; exit 2: the module cannot be rebuilt here, or an exception); " \
