@@ -59,6 +59,19 @@ UPDATES: dict[str, Callable[[torch.Tensor], None]] = {
 }
 """Name -> an in-place update of a 3x4 float32 tensor, as the model writes it."""
 
+SELF_RECORDED: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
+    "add_": ("Tensor.__iadd__.0.forward", lambda t: t[1]),
+    "add_whole": ("Tensor.__iadd__.0.forward", lambda t: t),
+    "iadd_view": ("Tensor.__iadd__.0.forward", lambda t: t[0]),
+    "sub_": ("Tensor.__isub__.0.forward", lambda t: t[:, 3]),
+    "mul_": ("Tensor.__imul__.0.forward", lambda t: t[:, 0]),
+    "div_": ("Tensor.__itruediv__.0.forward", lambda t: t[2]),
+    "masked_fill_": ("Tensor.masked_fill_.0.forward", lambda t: t),
+}
+"""Updates that L1 records as APIs of their own (wiring/apis.py names the
+in-place arithmetic methods after their operators) -> the record and the
+part of ``t`` they update: input ``self`` before, output after the update."""
+
 
 class Make(torch.nn.Module):
     """Computes ``t`` with a recorded API (a probe of the value before the
@@ -165,6 +178,10 @@ def test_consumer_records_the_updated_value(name: str, level: str, tmp_path) -> 
         places += [("Module.make.Make.forward.0", "output"), ("Module.use.Use.forward.0", "input_args")]
     _check(runs, places, stats64(after), f"{name}, after the update")
     _check(runs, [("Torch.mul.0.forward", "output")], stats64(before), f"{name}, before the update")
+    if name in SELF_RECORDED:
+        entry, part_of = SELF_RECORDED[name]
+        _check(runs, [(entry, "output")], stats64(part_of(after)), f"{name}'s own output")
+        _check(runs, [(entry, "input_args")], stats64(part_of(before)), f"{name}'s own input")
 
 
 @pytest.mark.parametrize("name", ["setitem_element", "index_put_", "copy_"])

@@ -24,6 +24,9 @@ which is what msprobe records for the operator spelling, by far the common
 one in model code; the method spelling is recorded under the operator's name
 too. Operators that PyTorch implements in Python (``2 - x`` is
 ``Tensor.__rsub__``, ``x ** 2`` is ``Tensor.__pow__``) arrive as themselves.
+An operator called by its own name (``t[0].__iadd__(u)``) arrives as its
+method in eager mode but as itself under dynamo; both are recorded under
+the operator's name.
 
 Default set (:data:`DEFAULT_APIS`): APIs that compute new values, where
 precision problems appear: linear algebra, convolution, normalisation,
@@ -331,6 +334,14 @@ class _ApiMode(TorchFunctionMode):
         by_name: dict[str, list[tuple[Callable[..., Any], str, _Layout | None]]] = {}
         for func, entry in entries.items():
             by_name.setdefault(func.__name__, []).append((func, entry, _layout(func)))
+        # An operator called by its own name (``t[0].__iadd__(u)``) reaches the
+        # mode as its method (``add_``) in eager mode, but as itself under
+        # dynamo: without this the compiled record list lacked the call.
+        for api, attr in OPERATOR_METHODS.items():
+            carrier, operator = getattr(torch.Tensor, attr, None), getattr(torch.Tensor, api, None)
+            entry = entries.get(carrier) if carrier is not None else None
+            if operator is not None and operator not in entries and entry == f"Tensor.{api}.{{n}}.forward":
+                by_name.setdefault(operator.__name__, []).append((operator, entry, _layout(operator)))
         self.by_name = {name: tuple(found) for name, found in by_name.items()}
 
     def lookup(self, func: Callable[..., Any]) -> tuple[str, _Layout | None] | None:
