@@ -129,12 +129,12 @@ def write_markdown(cases: list[T.Case], path: str, header: str) -> None:
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {len(g)} | "
                      + " | ".join(str(sum(c.outcome == o for c in g)) for o in OUTCOMES) + " |")
     lines += ["", "## Clean pairs", "",
-              "| pair | model | dtype | level | step | backend | first divergence | --fail-on error | output rel. L2 | s |",
+              "| pair | model | dtype | level | step | backend | first divergence | --fail-on error | output rel. L2 | s (cpu s) |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for c in sorted(clean, key=lambda c: (c.fault, c.model, c.dtype, c.level, c.step)):
         lines.append(f"| {c.fault} | {c.model} | {c.dtype} | {c.level} | {c.step} | {c.mode} | "
                      f"{'`' + c.got + '`' if c.got else 'none'} | {'fails' if c.gate_fails else 'passes'} | "
-                     f"{_fmt(c.effect)} | {c.seconds} |{' ' + c.error if c.error else ''}")
+                     f"{_fmt(c.effect)} | {c.seconds} ({c.cpu}) |{' ' + c.error if c.error else ''}")
     bad = [c for c in faults if c.outcome not in ("named exactly", "first consumer")]
     lines += ["", "## Faults not named at their place", "",
               "| model | dtype | level | fault | backend | expected | got | --fail-on error | output rel. L2 |",
@@ -148,13 +148,13 @@ def write_markdown(cases: list[T.Case], path: str, header: str) -> None:
         lines += ["", "## Runs that did not finish", ""]
         lines += [f"* {c.model} {c.dtype} {c.level} ({c.fault}): {c.error}" for c in broken]
     lines += ["", "## Every fault case", "",
-              "| model | dtype | level | fault | backend | expected (how) | outcome | output rel. L2 | s |",
+              "| model | dtype | level | fault | backend | expected (how) | outcome | output rel. L2 | s (cpu s) |",
               "|---|---|---|---|---|---|---|---|---|"]
     order = {n: i for i, n in enumerate(F.ARCHS)}
     for c in sorted(faults, key=lambda c: (order.get(c.model, 99), c.dtype != "fp32", c.level,
                                            F.FAULT_KINDS.index(c.fault))):
         lines.append(f"| {c.model} | {c.dtype} | {c.level} | {c.fault} | {c.mode} | `{c.expected}` ({c.how}) | "
-                     f"{c.outcome} | {_fmt(c.effect)} | {c.seconds} |")
+                     f"{c.outcome} | {_fmt(c.effect)} | {c.seconds} ({c.cpu}) |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -144,6 +144,7 @@ class Case:
     noise: float | None = None  # the same for a clean compile of the pair (where measured)
     message: str = ""
     seconds: float = 0.0
+    cpu: float | None = None  # CPU seconds of this process (about the wall time on a quiet machine)
     error: str | None = None
     target: str | None = None
     bench: str | None = None
@@ -184,6 +185,7 @@ def forward_faults(name: str, dt: str, level: str, root: str, kinds: tuple[str, 
     dtype_kinds = [k for k in kinds if k not in ("grad",) and F.applicable(arch, k)]
     switchable = tuple(k for k in dtype_kinds if k in ("scale", "softmax", "precision", "routing"))
     cases: list[Case] = []
+    cpu0 = time.process_time()
     model, inputs = F.build(name, dt)
     sw = F.wire_switches(model, arch, dt, switchable)
     try:
@@ -236,6 +238,7 @@ def forward_faults(name: str, dt: str, level: str, root: str, kinds: tuple[str, 
         cases.append(c)
     for c in cases:
         c.seconds = round(c.seconds, 1)
+        c.cpu = round((time.process_time() - cpu0) / len(cases), 1)  # the job's CPU time, shared out
     return cases
 
 
@@ -243,7 +246,7 @@ def grad_fault(name: str, dt: str, level: str, root: str) -> Case:
     """The backward-only gradient scale: one eager training step (bench)
     against one ``aot_eager`` training step with the fault on; step 0."""
     arch = F.ARCHS[name]
-    t = time.time()
+    t, cpu0 = time.time(), time.process_time()
     e = F.grad_expected(name, dt, (level,))
     runs = []
     for mode in ("eager", SWITCH_BACKEND):
@@ -259,13 +262,13 @@ def grad_fault(name: str, dt: str, level: str, root: str) -> Case:
     c = Case(name, dt, level, "grad", SWITCH_BACKEND, expected=e.place[level], how=e.how[level])
     judge(c, runs[1].dumps[0], runs[0].dumps[0], _sub(root, "cmp-grad"))
     c.effect = rel_l2(runs[1].outputs[0], runs[0].outputs[0])  # the loss: forward untouched, ~0
-    c.seconds = round(time.time() - t, 1)
+    c.seconds, c.cpu = round(time.time() - t, 1), round(time.process_time() - cpu0, 1)
     return c
 
 
 def clean_inference(name: str, dt: str, level: str, root: str, backend: str = "inductor") -> Case:
     """Eager vs ``backend``, one no-grad forward of the unmodified model."""
-    t = time.time()
+    t, cpu0 = time.time(), time.process_time()
     runs = []
     for mode in ("eager", backend):
         model, inputs = F.build(name, dt)
@@ -273,7 +276,7 @@ def clean_inference(name: str, dt: str, level: str, root: str, backend: str = "i
     c = Case(name, dt, level, "clean", backend, how="none")
     judge(c, runs[1].dumps[0], runs[0].dumps[0], _sub(root, "cmp-clean"))
     c.effect = rel_l2(runs[1].outputs[0], runs[0].outputs[0])
-    c.seconds = round(time.time() - t, 1)
+    c.seconds, c.cpu = round(time.time() - t, 1), round(time.process_time() - cpu0, 1)
     return c
 
 
@@ -282,7 +285,7 @@ def clean_training(name: str, dt: str, level: str, root: str, backend: str = "in
     """Eager vs ``backend``, ``steps`` AdamW training steps of the
     unmodified model; one case per step (step 1 runs on weights that one
     AdamW update already moved apart by the step-0 noise)."""
-    t = time.time()
+    t, cpu0 = time.time(), time.process_time()
     runs = []
     for mode in ("eager", backend):
         model, inputs = F.build(name, dt)
@@ -294,6 +297,7 @@ def clean_training(name: str, dt: str, level: str, root: str, backend: str = "in
         judge(c, runs[1].dumps[s], runs[0].dumps[s], _sub(root, f"cmp-train-{s}"))
         c.effect = rel_l2(runs[1].outputs[s], runs[0].outputs[s])
         c.seconds = round((time.time() - t) / steps, 1)
+        c.cpu = round((time.process_time() - cpu0) / steps, 1)
         cases.append(c)
     return cases
 
