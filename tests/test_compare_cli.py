@@ -204,8 +204,9 @@ def test_compare_runs_without_torch(tmp_path: Path) -> None:
 
 def test_python_dash_m(tmp_path: Path) -> None:
     t = write_dump(tmp_path / "t.json", simple_model_dump())
+    b = write_dump(tmp_path / "b.json", simple_model_dump())  # not t itself: that fails --fail-on (issue 40 item 8)
     proc = subprocess.run(
-        [sys.executable, "-m", "graphprobe", "compare", str(t), str(t), "-o", str(tmp_path / "o"), "--fail-on", "warning"],
+        [sys.executable, "-m", "graphprobe", "compare", str(t), str(b), "-o", str(tmp_path / "o"), "--fail-on", "warning"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC)},
     )
     assert proc.returncode == 0, proc.stderr

@@ -49,7 +49,8 @@ def divergence_lines(run: CompareRun) -> list[str]:
             lines.append(f"{who}NOT A PASS: {o.coverage.problem}")
         if o.divergence is not None:
             d = o.divergence
-            lines.append(f"{who}first divergence: {d.entry} ({d.message}); {noise_text(o.noise)}")
+            lines.append(f"{who}first divergence: {d.entry} ({d.message}{_origin_text(o, read)}); "
+                         f"{noise_text(o.noise)}")
         elif o.referee is not None:
             r = o.referee
             why = (f"the target is nowhere further from float64 than the bench; {r.bench_further_entry}: "
@@ -67,13 +68,50 @@ def divergence_lines(run: CompareRun) -> list[str]:
     floors = floors_text([f for o in read for f in o.floors_used])
     if floors:
         lines.append(floors)
+    # Any parameter cause counts, not only one where most parameters differ:
+    # a gradient fault in one layer updates that layer's parameters only.
     drifted = sorted((o for o in read if o.pair.step is not None and o.divergence is not None
                       and "parameter" in o.divergence.kinds), key=lambda o: (o.pair.step, o.pair.label))
-    if drifted and any(o.divergence and o.divergence.parameters_throughout for o in drifted):
+    if drifted:
         first = drifted[0]
-        lines.append(f"parameters differ from step{first.pair.step} on ({first.pair.label} first): the divergence "
-                     "started in an earlier step's update, or in the weights loaded")
+        d = first.divergence
+        assert d is not None
+        some = (f", {d.parameter_rows_differing} of {d.parameter_rows} parameter rows beyond the floor"
+                if d.parameter_rows and not d.parameters_throughout else "")
+        origin = _origin(first, read)
+        if origin is not None and origin.divergence is not None:
+            lines.append(f"parameters differ from step{first.pair.step} on ({first.pair.label} first{some}): they "
+                         f"already differed after step{origin.pair.step}, whose first divergence is "
+                         f"{origin.divergence.entry} ({origin.pair.label}): look there first")
+        else:
+            lines.append(f"parameters differ from step{first.pair.step} on ({first.pair.label} first{some}): the "
+                         "divergence started in an earlier step's update, or in the weights loaded")
     return lines
+
+
+def _origin(o: PairOutcome, read: list[PairOutcome]) -> PairOutcome | None:
+    """For a pair whose first divergence is a parameter (nothing recorded in
+    its step produced it): the earliest earlier step of the same process
+    (of any process when that one has none) with a first divergence, the
+    step whose update made the parameters differ; None when there is none."""
+    if o.pair.step is None or o.divergence is None or "parameter" not in o.divergence.kinds:
+        return None
+    step = o.pair.step
+    earlier = [p for p in read if p.pair.step is not None and p.pair.step < step and p.divergence is not None]
+    same = [p for p in earlier if (p.pair.kind, p.pair.rank) == (o.pair.kind, o.pair.rank)]
+    return min(same or earlier, key=lambda p: (p.pair.step, p.pair.label), default=None)
+
+
+def _origin_text(o: PairOutcome, read: list[PairOutcome]) -> str:
+    """The pointer back from a parameter divergence to the step that
+    explains it (empty when there is none)."""
+    origin = _origin(o, read)
+    if origin is None or origin.divergence is None:
+        return ""
+    if "parameter" in origin.divergence.kinds:
+        return f"; the parameters already differed in step{origin.pair.step} ({origin.pair.label})"
+    return (f"; the parameters already differed after step{origin.pair.step}, whose first divergence is "
+            f"{origin.divergence.entry}: look there first")
 
 
 def format_summary(run: CompareRun, top: int, workbooks: dict[Path, Path | str] | None = None) -> str:
