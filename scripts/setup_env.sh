@@ -46,8 +46,10 @@ fi
 
 # 2. Dependencies, pinned: a bare 'torch' would pull a multi-GB CUDA build.
 # transformers (pinned; it does not depend on torch): third-party models for
-# the record-identity tests (tests/test_program_identity.py).
-DEPS=("torch==2.13.0" "numpy" "pytest" "hypothesis" "setuptools>=64" "wheel" "ninja" "transformers==4.57.1" "pyarrow==26.0.1" "duckdb==2.0.1" "dask[dataframe]==2026.8.0" "distributed==2026.8.0")
+# the record-identity tests (tests/test_program_identity.py). openpyxl: the
+# extra for `graphprobe compare --xlsx` (pyproject's "xlsx"), so that --xlsx
+# works on first use in this .venv.
+DEPS=("torch==2.13.0" "numpy" "pytest" "hypothesis" "setuptools>=64" "wheel" "ninja" "transformers==4.57.1" "pyarrow==26.0.1" "duckdb==2.0.1" "dask[dataframe]==2026.8.0" "distributed==2026.8.0" "openpyxl>=3.1")
 deps_stamp=$VENV/.graphprobe-deps
 if [ "$(cat "$deps_stamp" 2>/dev/null)" != "${DEPS[*]}" ]; then
   say "installing ${DEPS[*]} into $VENV (first run: a minute or two)"

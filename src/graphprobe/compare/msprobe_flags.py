@@ -98,8 +98,8 @@ def add_msprobe_flags(parser: argparse.ArgumentParser) -> None:
                         help="msprobe's name for BENCH (instead of the second positional argument)")
     parser.add_argument("--xlsx", action="store_true",
                         help="also write each result as an .xlsx workbook (msprobe's flag; the CSV's columns and "
-                             "cells, numbers as numbers) next to its CSV; needs openpyxl: "
-                             "pip install 'graphprobe[xlsx]'")
+                             "cells, numbers as numbers) next to its CSV; needs openpyxl (scripts/setup_env.sh installs it; "
+                             "a pip install: pip install 'graphprobe[xlsx]')")
     parser.add_argument("-m", "--mode", action=_Mode, metavar="auto", help="msprobe's flag; only 'auto' (the default)")
     parser.set_defaults(compare_parser=parser)  # for the usage line of a missing TARGET/BENCH (resolve_paths)
     for flags in UNSUPPORTED:

@@ -23,8 +23,10 @@ Two things the CSV can hold and a workbook cannot (docs/formats.md):
   :data:`CUT_MARKER` saying how long the CSV's cell is; each cut cell is
   reported in the ``notes`` of :func:`write_workbook`.
 
-openpyxl is an optional dependency (``pip install 'graphprobe[xlsx]'``);
-:func:`require_openpyxl` says so when it is missing.
+openpyxl is an optional dependency (``pip install 'graphprobe[xlsx]'``;
+scripts/setup_env.sh installs it into a checkout's ``.venv``);
+:func:`require_openpyxl` says so, with the command for this install, when it
+is missing.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from pathlib import Path
 
 from graphprobe.output_files import FILE_MODE, temporary_name
 
-__all__ = ["CUT_MARKER", "MAX_CELL_CHARS", "MAX_SHEET_ROWS", "OpenpyxlMissing", "require_openpyxl", "workbook_path",
+__all__ = ["CUT_MARKER", "MAX_CELL_CHARS", "MAX_SHEET_ROWS", "OpenpyxlMissing", "openpyxl_install_command",
+           "require_openpyxl", "workbook_path",
            "write_workbook", "write_workbooks"]
 
 #: Rows of one sheet, the header included (Excel's limit).
@@ -59,16 +62,34 @@ class OpenpyxlMissing(ImportError):
     """openpyxl, which writes the .xlsx workbook, is not installed."""
 
 
+def openpyxl_install_command(package_dir: Path | None = None, executable: str | None = None) -> str:
+    """The command that installs openpyxl for this graphprobe: from a source
+    checkout (``src/graphprobe`` next to ``setup.py``; scripts/setup_env.sh's
+    ``.venv``) ``<this python> -m pip install openpyxl`` -- the extra of an
+    editable install is not re-read by ``pip install 'graphprobe[xlsx]'``,
+    which would fetch graphprobe from the index --, else that command."""
+    package_dir = Path(__file__).resolve().parents[1] if package_dir is None else package_dir
+    python = sys.executable if executable is None else executable
+    if package_dir.parent.name == "src" and (package_dir.parent.parent / "setup.py").is_file():
+        try:
+            shown = os.path.relpath(python)  # ".venv/bin/python" from the checkout
+        except ValueError:  # another drive (Windows)
+            shown = python
+        shown = shown if not shown.startswith("..") else python
+        return f"{shown} -m pip install openpyxl"
+    return "pip install 'graphprobe[xlsx]'"
+
+
 def require_openpyxl() -> None:
-    """Raises :class:`OpenpyxlMissing` with the install command when openpyxl
-    cannot be imported (checked before a compare starts, not after it)."""
+    """Raises :class:`OpenpyxlMissing` with the install command that works
+    for this install (:func:`openpyxl_install_command`) when openpyxl cannot
+    be imported (checked before a compare starts, not after it)."""
     try:
         import openpyxl  # noqa: F401
     except ImportError as e:
         raise OpenpyxlMissing(
             f"--xlsx needs openpyxl, which is not installed in {sys.executable} ({e}): install it with "
-            "pip install 'graphprobe[xlsx]' (or pip install openpyxl), or leave out --xlsx: the CSV holds the "
-            "same cells") from None
+            f"{openpyxl_install_command()}, or leave out --xlsx: the CSV holds the same cells") from None
 
 
 def workbook_path(csv_path: Path) -> Path:
