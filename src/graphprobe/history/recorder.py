@@ -1,0 +1,207 @@
+"""The flight recorder: a whole training run's statistics in the history,
+full step dumps kept only around a trigger (docs/history.md, "Flight recorder").
+
+The dumper writes every step's dump.json as usual (on its writer thread).
+:meth:`FlightRecorder.step` ends the step with ``dumper.step()`` -- which
+waits for the *previous* step's files, so reading them needs no extra
+synchronisation -- then reads that previous step's dump.json into the
+history (one Parquet file per ``every`` steps) and judges every value:
+
+* a NaN or infinity in any statistic (computed in the graph already),
+* the running-mean rule (rules.py) on each record, and on the loss handed to
+  ``step(loss=...)`` (the history record ``loss``),
+* an explicit :meth:`FlightRecorder.trigger`.
+
+A trigger keeps the full dumps of its step, the ``keep`` steps before it and
+the ``after`` steps after it; every other step's dump folder is deleted once
+no future trigger can need it. Triggers are returned, passed to
+``on_trigger`` and appended to ``HIST/triggers_rank{R}.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from graphprobe.history.records import STATS, StepRows, read_dump_json
+from graphprobe.history.rules import AnomalyRule, RunningWindow
+from graphprobe.history.writer import HistoryWriter
+
+__all__ = ["FlightRecorder", "Trigger"]
+
+_DIR_RE_RANK = "rank"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why a step's full dump was kept."""
+
+    step: int
+    rank: int
+    record: str | None
+    kind: str  # "nonfinite", "deviation", "loss" or "explicit"
+    value: float | None
+    reason: str
+
+    def __str__(self) -> str:
+        what = f" {self.record} = {self.value}" if self.record else ""
+        return f"graphprobe trigger at step {self.step}, rank {self.rank}: {self.kind}{what} ({self.reason})"
+
+
+class FlightRecorder:
+    """Wraps a started :class:`graphprobe.AclGraphDumper`; call :meth:`step`
+    instead of ``dumper.step()`` and :meth:`close` at the end.
+
+    ``history``: the history folder; ``every``: steps per Parquet file;
+    ``keep``/``after``: full dumps kept before/after a trigger; ``rule``:
+    the anomaly rule (None: NaN/Inf and explicit triggers only);
+    ``max_triggers``: after this many triggered steps, anomalies still go to the history and
+    the triggers file but keep no more dumps (a NaN that spreads would
+    otherwise keep every step); ``on_trigger``: called on the caller's
+    thread with each :class:`Trigger`.
+    """
+
+    def __init__(self, dumper: Any, history: str | os.PathLike[str], every: int = 100, keep: int = 5,
+                 after: int = 2, rule: AnomalyRule | None = AnomalyRule(), max_triggers: int = 10,
+                 on_trigger: Callable[[Trigger], None] | None = None) -> None:
+        for name, value, low in (("keep", keep, 0), ("after", after, 0), ("max_triggers", max_triggers, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"FlightRecorder: {name} must be an int >= {low}, got {value!r}")
+        if not getattr(dumper, "_started_once", False):
+            raise ValueError("FlightRecorder: start the dumper first (dumper.start(model)), then wrap it")
+        self.dumper = dumper
+        self.history = Path(history)
+        self.every = every
+        self.keep = keep
+        self.after = after
+        self.rule = rule
+        self.max_triggers = max_triggers
+        self.on_trigger = on_trigger
+        self.triggers: list[Trigger] = []
+        self._writer: HistoryWriter | None = None
+        self._windows: dict[str, RunningWindow] = {}
+        self._pending: tuple[int, str, float | None] | None = None  # (step, folder, loss) written, not yet read
+        self._on_disk: dict[int, str] = {}  # step -> its dump folder, not yet deleted
+        self._pinned: set[int] = set()
+        self._pin_until = -1
+        self._explicit: list[str] = []
+        self._warned_max = False
+        self._trigger_steps = 0  # steps whose triggers kept dumps
+
+    def step(self, dump: bool = True, loss: float | Any | None = None) -> list[Trigger]:
+        """``dumper.step(dump)``, then the previous step into the history;
+        returns the triggers of that previous step. ``loss``: this step's loss
+        (a number or a one-element tensor), judged with the records."""
+        folder = self.dumper._step_dir() if dump else None
+        number = self.dumper.step_number
+        self.dumper.step(dump)
+        fired = self._ingest()
+        if dump:
+            self._pending = (number, folder, None if loss is None else float(loss))
+        return fired
+
+    def trigger(self, reason: str = "explicit call") -> None:
+        """Keeps the full dump of the step just ended (and the ``keep`` before it)."""
+        self._explicit.append(str(reason))
+
+    def close(self) -> list[Trigger]:
+        """Waits for the last step's files, reads them and writes the rest of the history."""
+        self.dumper.flush()
+        fired = self._ingest()
+        if self._writer is not None:
+            self._writer.close()
+        return fired
+
+    # -- internals ---------------------------------------------------------
+
+    def _ingest(self) -> list[Trigger]:
+        if self._pending is None:
+            explicit, self._explicit = self._explicit, []
+            if explicit:
+                warnings.warn("FlightRecorder.trigger: no step was recorded yet; nothing kept", RuntimeWarning,
+                              stacklevel=3)
+            return []
+        step, folder, loss = self._pending
+        self._pending = None
+        rank = self._rank(folder)
+        dump_json = os.path.join(folder, "dump.json")
+        rows = read_dump_json(dump_json, step, rank) if os.path.isfile(dump_json) else StepRows(step, rank)
+        if loss is not None:
+            rows.record.append("loss")
+            rows.dtype.append(None)
+            for s in STATS:
+                rows.stats[s].append(loss)
+            rows.checksum.append(None)
+        if self._writer is None:
+            self._writer = HistoryWriter(self.history, rank, every=self.every)
+        self._writer.append(rows)
+        if os.path.isdir(folder):
+            self._on_disk[step] = folder
+        fired = self._judge(rows, rank)
+        fired += [Trigger(step, rank, None, "explicit", None, r) for r in self._explicit]
+        self._explicit = []
+        if fired:
+            self._log(fired)
+            if self._trigger_steps < self.max_triggers:
+                self._trigger_steps += 1
+                self._pinned.update(range(step - self.keep, step + 1))
+                self._pin_until = max(self._pin_until, step + self.after)
+            elif not self._warned_max:
+                self._warned_max = True
+                warnings.warn(f"graphprobe: FlightRecorder: {self.max_triggers} triggered steps kept their dumps; later "
+                              "ones are only logged (max_triggers)", RuntimeWarning, stacklevel=3)
+            self.triggers += fired
+            for t in fired:
+                if self.on_trigger is not None:
+                    self.on_trigger(t)
+        if step <= self._pin_until:
+            self._pinned.add(step)
+        # No future trigger (at step + 1 or later) needs step - keep any more.
+        for old in [s for s in self._on_disk if s <= step - self.keep and s not in self._pinned]:
+            self._delete(old)
+        return fired
+
+    def _judge(self, rows: StepRows, rank: int) -> list[Trigger]:
+        out: list[Trigger] = []
+        stat = self.rule.stat if self.rule else "Norm"
+        for i, name in enumerate(rows.record):
+            values = [rows.stats[s][i] for s in STATS]
+            x = rows.stats[stat][i]
+            if any(v is not None and not math.isfinite(v) for v in values):
+                bad = next(v for v in values if v is not None and not math.isfinite(v))
+                out.append(Trigger(rows.step, rank, name, "nonfinite", bad, "NaN/Inf in a statistic"))
+            if self.rule is None:
+                continue
+            window = self._windows.get(name)
+            if window is None:
+                window = self._windows[name] = RunningWindow(self.rule.window)
+            if window.judge(x, self.rule):
+                kind = "loss" if name == "loss" else "deviation"
+                out.append(Trigger(rows.step, rank, name, kind, x,
+                                   f"{stat} leaves its running mean by more than {self.rule.k} std"))
+        return out
+
+    def _rank(self, folder: str) -> int:
+        leaf = os.path.basename(folder)
+        return int(leaf[len(_DIR_RE_RANK):]) if leaf.startswith(_DIR_RE_RANK) else 0
+
+    def _delete(self, step: int) -> None:
+        folder = self._on_disk.pop(step)
+        shutil.rmtree(folder)
+        try:
+            os.rmdir(os.path.dirname(folder))  # the step folder, once no other rank's is left in it
+        except OSError:
+            pass
+
+    def _log(self, fired: list[Trigger]) -> None:
+        self.history.mkdir(parents=True, exist_ok=True)
+        with open(self.history / f"triggers_rank{fired[0].rank:05d}.jsonl", "a", encoding="utf-8") as f:
+            for t in fired:
+                f.write(json.dumps(asdict(t)) + "\n")

@@ -1,0 +1,103 @@
+"""FlightRecorder: a planted anomaly (a weight set to NaN, a gradient x100)
+fires a trigger at its step; that step's full dump and the ones before it
+stay on disk, the others are deleted; the history query names the step and
+the record."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("duckdb")
+
+from graphprobe import AclGraphDumper  # noqa: E402
+from graphprobe.history import query as q  # noqa: E402
+from graphprobe.history.recorder import FlightRecorder  # noqa: E402
+from graphprobe.history.rules import AnomalyRule  # noqa: E402
+
+
+def _train(tmp_path: Path, steps: int, plant: str, at: int, compile_backend: str | None = None,
+           keep: int = 3, after: int = 1, explicit_at: int | None = None) -> tuple[FlightRecorder, Path]:
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": "statistics", "level": "L0", "dump_path": str(tmp_path / "dump")}))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    dumper = AclGraphDumper(str(cfg))
+    dumper.start(model)
+    run = torch.compile(model, backend=compile_backend) if compile_backend else model
+    rec = FlightRecorder(dumper, tmp_path / "hist", every=8, keep=keep, after=after,
+                         rule=AnomalyRule(k=6.0, window=10, min_history=5))
+    gen = torch.Generator().manual_seed(1)
+    try:
+        for step in range(steps):
+            if plant == "nan" and step == at:
+                with torch.no_grad():
+                    model[2].weight[1, 4] = float("nan")
+            loss = run(torch.randn(8, 6, generator=gen)).square().mean()
+            (loss * (100.0 if plant == "grad" and step == at else 1.0)).backward()
+            opt.step()
+            opt.zero_grad()
+            rec.step(loss=loss.detach())
+            if step == explicit_at:
+                rec.trigger("test")
+        rec.close()
+    finally:
+        dumper.stop()
+    return rec, tmp_path
+
+
+def _steps_on_disk(root: Path) -> list[int]:
+    return sorted(int(p.name[4:]) for p in (root / "dump").iterdir() if p.name.startswith("step"))
+
+
+def test_nan_weight_triggers_and_keeps_dumps(tmp_path: Path) -> None:
+    rec, root = _train(tmp_path, steps=24, plant="nan", at=17)
+    first = rec.triggers[0]
+    assert (first.step, first.kind) == (17, "nonfinite")
+    assert first.record.startswith("Module.2.Linear.forward.0.")
+    # Step 17, the 3 before it and 1 after stay; the last `keep` steps stay (no later step judged them yet).
+    kept = _steps_on_disk(root)
+    assert {14, 15, 16, 17, 18} <= set(kept) and not {0, 1, 10, 13} & set(kept)
+    assert (root / "dump" / "step17").is_dir() and any((root / "dump" / "step17").glob("*/dump.json"))
+    found = q.first_anomaly(root / "hist", AnomalyRule(k=6.0, window=10, min_history=5))
+    assert (found.step, found.record, found.kind) == (17, first.record, "nonfinite")
+    lines = (root / "hist" / "triggers_rank00000.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["step"] == 17
+
+
+def test_gradient_x100_triggers_deviation(tmp_path: Path) -> None:
+    rec, root = _train(tmp_path, steps=26, plant="grad", at=20)
+    first = rec.triggers[0]
+    assert first.step == 20 and first.kind == "deviation"
+    assert ".backward." in first.record or ".parameters_grad." in first.record
+    # Reference in float64: the judged gradient Norm against its previous 10 values.
+    series = q.record_over_steps(root / "hist", first.record)
+    prev = [s.mean for s in series if 10 <= s.step < 20]
+    mean = math.fsum(prev) / len(prev)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in prev) / (len(prev) - 1))
+    assert abs(series[20].mean - mean) > 6 * std
+    found = q.first_anomaly(root / "hist", AnomalyRule(k=6.0, window=10, min_history=5))
+    assert (found.step, found.record) == (20, first.record)
+    assert 20 in _steps_on_disk(root) and 17 in _steps_on_disk(root) and 5 not in _steps_on_disk(root)
+
+
+def test_compiled_nan_and_explicit_trigger(tmp_path: Path) -> None:
+    rec, root = _train(tmp_path, steps=14, plant="nan", at=9, compile_backend="aot_eager", keep=2, after=0,
+                       explicit_at=4)
+    assert [(t.step, t.kind, t.reason) for t in rec.triggers[:1]] == [(4, "explicit", "test")]
+    assert (rec.triggers[1].step, rec.triggers[1].kind) == (9, "nonfinite")
+    assert {2, 3, 4, 7, 8, 9} <= set(_steps_on_disk(root)) and not {0, 1, 5, 6} & set(_steps_on_disk(root))
+
+
+def test_bad_arguments_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="keep must be an int >= 0, got -1"):
+        FlightRecorder(object(), tmp_path, keep=-1)
+    with pytest.raises(ValueError, match="start the dumper first"):
+        FlightRecorder(AclGraphDumper(), tmp_path)
