@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "ConfigTypeError",
     "ConfigValueError",
     "DumpConfig",
+    "config_from_arguments",
     "load_config",
     "parse_config",
     "parse_ranks",
@@ -429,4 +431,47 @@ def load_config(config_path: str | os.PathLike[str] | None = None) -> DumpConfig
     except ConfigError as exc:
         raise type(exc)(f"{path}: {exc}") from None
 
+
+def _as_json(value: Any) -> Any:
+    """A Python config value as the file would hold it: tuples as lists,
+    path objects as strings; anything else as given (parse_config judges it)."""
+    if isinstance(value, Mapping):
+        return {k: _as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def config_from_arguments(config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+                          keys: Mapping[str, Any] | None = None, *, who: str = "AclGraphDumper") -> DumpConfig:
+    """The configuration of ``AclGraphDumper(config, **keys)``: a config
+    file's path (:func:`load_config`), a dict of the file's keys, or the
+    file's keys as keyword arguments (``dump_path="runs/compiled",
+    level="mix"``); nothing at all: the built-in default. A dict and keyword
+    arguments are validated exactly as the file is (the same keys, the same
+    errors naming the field), each error prefixed with where the keys came
+    from; tuples count as lists and path objects as strings. A path or dict
+    together with keyword arguments is refused: which one wins could not be
+    told from the call."""
+    keys = dict(keys or {})
+    if config is not None and not isinstance(config, (str, os.PathLike, Mapping)):
+        raise _type_error("config_path", config, "a path to a JSON file, a dict of config keys, or None (then the "
+                          "config's keys may be given as keyword arguments)")
+    if config is not None and keys:
+        given = "a path" if isinstance(config, (str, os.PathLike)) else "a dict"
+        raise ConfigValueError(
+            f"{who}: the config is given twice: as {given} ({config!r}) and as keyword arguments {sorted(keys)}; "
+            f"give one: {who}('config.json'), {who}({{'dump_path': ...}}) or {who}(dump_path=..., level=...)")
+    if isinstance(config, Mapping):
+        data, source = _as_json(config), f"<{who} dict>"
+    elif keys:
+        data, source = _as_json(keys), f"<{who} keyword arguments>"
+    else:
+        return load_config(config)
+    try:
+        return parse_config(data, source=source)
+    except ConfigError as exc:
+        raise type(exc)(f"{source[1:-1]}: {exc}") from None
 

@@ -25,6 +25,7 @@ import shutil
 import sys
 import warnings
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -33,7 +34,7 @@ from graphprobe import _ops
 from graphprobe import aclgraph_layout as _aclgraph
 from graphprobe import npu as _npu
 from graphprobe import writer as _writer  # its atexit hook writes pending dump.json files
-from graphprobe.config import ConfigValueError, DumpConfig, load_config
+from graphprobe.config import ConfigValueError, DumpConfig, config_from_arguments, load_config
 from graphprobe.config_env import config_path_from_env, save_repro_module
 from graphprobe.dump_folder import (
     make_staging,
@@ -154,10 +155,17 @@ class AclGraphDumper:
     """Whole-network statistics dumper (msprobe's ``AclGraphDumper``).
 
     Args:
-        config_path: path of a ``config.json``; ``None`` loads the built-in
-            default (L0 statistics of every submodule into ``./graphprobe_dump``).
-            The environment variable ``GRAPHPROBE_CONFIG``, when set, replaces
-            it (:mod:`graphprobe.config_env`).
+        config_path: path of a ``config.json``, or a dict of its keys
+            (``{"dump_path": "runs/compiled", "level": "mix"}``); ``None``
+            with no keyword arguments loads the built-in default (L0
+            statistics of every submodule into ``./graphprobe_dump``).
+        **config: the config file's keys as keyword arguments, instead of a
+            file: ``AclGraphDumper(dump_path="runs/compiled", level="mix")``;
+            validated exactly as the file (``dump_path`` required). Not
+            together with ``config_path``.
+
+    The environment variable ``GRAPHPROBE_CONFIG``, when set, replaces
+    whichever was given (:mod:`graphprobe.config_env`).
     """
 
     # The engine's record store is one per process, so one dumper may be
@@ -166,9 +174,10 @@ class AclGraphDumper:
     # The wiring of the started dumper; outlives a dumper dropped without stop().
     _live: _Wired | None = None
 
-    def __init__(self, config_path: str | os.PathLike[str] | None = None) -> None:
-        # $GRAPHPROBE_CONFIG replaces config_path (graphprobe diagnose runs the user's script with it).
-        self.config: DumpConfig = load_config(config_path_from_env(config_path))
+    def __init__(self, config_path: str | os.PathLike[str] | Mapping[str, Any] | None = None, **config: Any) -> None:
+        # $GRAPHPROBE_CONFIG replaces config_path and keywords (graphprobe diagnose runs the user's script with it).
+        env = config_path_from_env(None)
+        self.config: DumpConfig = load_config(env) if env is not None else config_from_arguments(config_path, config)
         self._wired: _Wired | None = None
         self._started_once = False
         self._active = False
