@@ -113,6 +113,8 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError("graphprobe history queries need duckdb: pip install 'graphprobe[history]'") from exc
     con = duckdb.connect(":memory:")
+    # Its progress bar writes to stdout, between the answers (and into a pipe's reader).
+    con.execute("SET enable_progress_bar = false")
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit is not None:

@@ -54,7 +54,9 @@ def checksum_to_int(value: Any) -> int | None:
 def _number(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool):  # a bool tensor's Max/Min (True/False), as 1.0/0.0
+        return float(value)
+    if not isinstance(value, (int, float)):
         raise ValueError(f"{where}: expected a number or null, got {value!r}")
     return float(value)
 
