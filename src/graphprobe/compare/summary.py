@@ -13,7 +13,8 @@ from graphprobe.compare.numbers import short_number, short_pct, shorten_numbers
 from graphprobe.compare.outcome import CompareRun, PairOutcome
 from graphprobe.compare.unmatched import KIND_WORDS, SameNameUnmatched
 
-__all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary", "unmatched_lines"]
+__all__ = ["ProgressBar", "cross_rank_lines", "divergence_lines", "format_summary", "headline_lines",
+           "unmatched_lines"]
 
 _RESULTS = ("pass", "warning", "error", "unmatched")
 WORST_ORDER = "by verdict (error, warning, pass), then by NormRelativeErr, largest first"
@@ -121,7 +122,7 @@ def format_summary(run: CompareRun, top: int, workbooks: dict[Path, Path | str] 
     where the files are (``workbooks``: CSV -> its .xlsx, from
     :func:`graphprobe.compare.workbook.write_workbooks`), and what had no
     partner."""
-    lines: list[str] = []
+    lines: list[str] = headline_lines(run)
     width = max([len(o.pair.label) for o in run.outcomes] + [4])
     lines.append(f"{'pair':<{width}}  " + "  ".join(f"{r:>9}" for r in _RESULTS) + "  first divergence")
     overlapping = 0
@@ -224,6 +225,29 @@ def _processes(outcomes: list) -> str:
     folders) or "processes" (both kinds)."""
     kinds = {o.pair.kind for o in outcomes}
     return "ranks" if kinds == {"rank"} else "pids" if kinds == {"pid"} else "processes"
+
+
+def _rank_number(o: PairOutcome) -> int:
+    return int(o.pair.rank) if o.pair.rank.isdigit() else -1
+
+
+def headline_lines(run: CompareRun) -> list[str]:
+    """Over several pairs (a thousand ranks, several steps), one line first:
+    the first divergence of them all -- the earliest step, then the earliest
+    position in execution order, then the lowest rank -- with the record
+    that triggered it, and how many pairs diverge. Nothing for one pair."""
+    read = [o for o in run.outcomes if o.error is None]
+    if len(run.outcomes) < 2:
+        return []
+    diverged = [o for o in read if o.first_divergence is not None and o.first_divergence_index is not None]
+    if not diverged:
+        return [f"first divergence: none in {len(read)} pairs", ""]
+    first = min(diverged, key=lambda o: (o.pair.step if o.pair.step is not None else -1, o.first_divergence_index,
+                                         o.pair.kind, _rank_number(o), o.pair.label))
+    d = first.divergence
+    record = f", record {d.row}" if d is not None and d.entry == first.first_divergence else ""
+    return [f"first divergence: {first.pair.label}, {first.first_divergence} (entry #{first.first_divergence_index}"
+            f"{record}); {len(diverged)} of {len(run.outcomes)} pairs diverge", ""]
 
 
 def cross_rank_lines(run: CompareRun) -> list[str]:
