@@ -131,15 +131,29 @@ def _check_stat(stat: str) -> str:
 _NONFINITE = " OR ".join(f"NOT isfinite({s})" for s in STATS)
 
 
+#: Rows per window query when ``rank_batch`` is not given: DuckDB's memory
+#: for the window grows with the rows it sorts (~1.1 GB peak for 7.7 M rows).
+BATCH_ROWS = 4_000_000
+
+
+def _auto_batch(hist: str | os.PathLike[str], rank: int) -> int:
+    """Ranks per window query, from rank ``rank``'s row count (Parquet footers only)."""
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in history_files(hist, [rank]))
+    return max(1, BATCH_ROWS // max(1, rows))
+
+
 def first_anomaly(hist: str | os.PathLike[str], rule: AnomalyRule | None = None, ranks: list[int] | None = None,
-                  rank_batch: int = 256, con: Any = None) -> Anomaly | None:
+                  rank_batch: int | None = None, con: Any = None) -> Anomaly | None:
     """The first value that leaves its record's history, or None.
 
     Two passes: the first non-finite value (a column scan), then the
     deviation rule's window over the steps up to it only (the window looks
     backwards, so later steps cannot change the answer), ``rank_batch``
     ranks at a time (a record's window never crosses ranks), which bounds
-    DuckDB's memory.
+    DuckDB's memory; by default as many ranks as hold about
+    :data:`BATCH_ROWS` rows.
     """
     rule = rule or AnomalyRule()
     con = con or connect()
@@ -154,6 +168,10 @@ def first_anomaly(hist: str | os.PathLike[str], rule: AnomalyRule | None = None,
     if row is not None:
         best = Anomaly(int(row[0]), int(row[1]), int(row[2]), row[3], "nonfinite", row[4], None, None, 0)
     last = best.step if best else None
+    if rank_batch is None:
+        rank_batch = _auto_batch(hist, all_ranks[0])
+    elif isinstance(rank_batch, bool) or not isinstance(rank_batch, int) or rank_batch < 1:
+        raise ValueError(f"first_anomaly: rank_batch must be an int >= 1, got {rank_batch!r}")
     x = rule.stat
     for i in range(0, len(all_ranks), rank_batch):
         batch = history_files(hist, all_ranks[i:i + rank_batch], last_step=last)
