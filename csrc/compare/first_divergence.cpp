@@ -155,6 +155,15 @@ std::string error_text(const RowError& e, int cls, double floor_scale) {
   return out;
 }
 
+// How far a parameter row is beyond noise as a cause: over Max, Min, Mean
+// and Norm, not the Sketch. After an optimizer step eager's and compiled
+// parameters differ by drift: Adam moves every element by ~lr whatever its
+// gradient's size, so an element whose gradient is zero to rounding moves
+// by +lr on one side and -lr on the other -- a few elements, which the
+// Sketch sees and the four statistics do not. A parameter's Sketch still
+// explains its module's outputs and adds to what is upstream.
+double cause_z(const ClassZ& z) { return std::max(z[kAggregateClass], z[kExtremeClass]); }
+
 // A group of rows (an entry's inputs, parameters or outputs), per class of
 // statistic: the largest e and z over all its rows, and the largest e over
 // the rows beyond noise (z > 1) with the first row giving it.
@@ -408,7 +417,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       used[static_cast<size_t>(e.floor - table.data())] = true;
       if (is_parameter(t, target.entries)) {
         ++params;
-        if (e.z > 1) ++params_differing;
+        if (cause_z(e.z_class) > 1) ++params_differing;
       }
     }
   }
@@ -459,7 +468,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         (discrete[i] ? out_discrete : out).add(ec[i], zc[i], i);
       } else if (is_parameter(t, target.entries)) {
         par.add(ec[i], zc[i], i);
-        if (*r.z > par_z) par_z = *r.z, par_row = i;
+        if (cause_z(zc[i]) > par_z) par_z = cause_z(zc[i]), par_row = i;
       } else {
         in.add(ec[i], zc[i], i);
       }
@@ -538,7 +547,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     Divergence d;
     d.entry = entry;
     d.kinds = kinds;
-    const int cls = (kinds & kParameterCause) ? -1 : (kinds & kOutputCause) ? out_class : in_class;
+    // A parameter cause is decided on Max/Min/Mean/Norm (cause_z): its worse class.
+    const int par_class = zc[par_row][kExtremeClass] > zc[par_row][kAggregateClass] ? kExtremeClass : kAggregateClass;
+    const int cls = (kinds & kParameterCause) ? par_class : (kinds & kOutputCause) ? out_class : in_class;
     d.row = (kinds & kParameterCause) ? par_row : (kinds & kOutputCause) ? out.row[cls] : in.row[cls];
     d.z_inputs = in.any_z();
     d.z_parameters = par.any_z();
@@ -557,8 +568,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     auto add = [&msg](const std::string& part) { msg += (msg.empty() ? "" : "; ") + part; };
     if (kinds & kParameterCause) {
       const RowError pe = row_error_of(result, par_row);
-      std::string m = label(par_row) + " differs: " +
-                      error_text(pe, pe.worst_stat >= 0 ? stat_class(pe.worst_stat) : kAggregateClass, scale) +
+      std::string m = label(par_row) + " differs: " + error_text(pe, par_class, scale) +
                       "; nothing recorded produced it";
       if (d.parameters_throughout)
         m += "; the parameters differ throughout (" + std::to_string(params_differing) + " of " +
