@@ -60,7 +60,8 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=24)
     parser.add_argument("--bad-rank", type=int, default=517)
     parser.add_argument("--bad-entry", type=int, default=7)
-    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("-j", "--jobs", type=int, action="append",
+                        help="worker processes; repeat (-j 1 -j 2) to run each on the same dumps (default 2)")
     parser.add_argument("--no-report", action="store_true", help="CSVs only, no HTML")
     args = parser.parse_args()
 
@@ -77,28 +78,32 @@ def main() -> None:
                     size += write_rank(tmp / side / f"step{step}" / f"rank{rank}" / "dump.json", step * 100_003 + rank,
                                        args.entries, bad)
         env = dict(os.environ, PYTHONPATH=str(SRC))
-        argv = ["compare", str(tmp / "t"), str(tmp / "b"), "-o", str(tmp / "out"), "-j", str(args.jobs), "-q"]
-        if args.no_report:
-            argv.append("--no-report")
-        out_file = tmp / "stdout.txt"
-        code = CLI.replace("sys.exit(main(sys.argv[1:]))",
-                           f"sys.stdout = open({str(out_file)!r}, 'w')\nsys.exit(main(sys.argv[1:]))")
-        t0 = time.perf_counter()
-        usage = run_child(sys.executable, code, argv, env)
-        wall = time.perf_counter() - t0
-        text = out_file.read_text()
-        pairs = args.ranks * args.steps
-        headline = text.splitlines()[0] if text else ""
-        m = re.match(r"first divergence: (\S+), (\S+) \(entry #(\d+), record (\S+)\)", headline)
-        named = m.groups() if m else None
-        entry = f"Module.layers.{args.bad_entry}.Linear.forward.0"
-        want = (f"step{last}/rank{args.bad_rank}", entry, str(args.bad_entry), f"{entry}.output.0")
-        index = sorted((tmp / "out").glob("index*.html"))
-        print(f"| {args.ranks} ranks x {args.steps} steps = {pairs:,} pairs, {args.entries} entries each | "
-              f"{size / 1e6:,.1f} | -j {args.jobs}{', no HTML' if args.no_report else ''} | {wall:.1f} | "
-              f"{usage.cpu_s:.1f} | {usage.peak_rss / 1e6:,.0f} | "
-              f"{'yes' if named == want else f'NO: {named}'} | {'yes' if index else 'no'} | exit {usage.code} |")
-        print(headline)
+        walls = {}
+        for jobs in args.jobs or [2]:
+            shutil.rmtree(tmp / "out", ignore_errors=True)
+            argv = ["compare", str(tmp / "t"), str(tmp / "b"), "-o", str(tmp / "out"), "-j", str(jobs), "-q"]
+            if args.no_report:
+                argv.append("--no-report")
+            out_file = tmp / "stdout.txt"
+            code = CLI.replace("sys.exit(main(sys.argv[1:]))",
+                               f"sys.stdout = open({str(out_file)!r}, 'w')\nsys.exit(main(sys.argv[1:]))")
+            t0 = time.perf_counter()
+            usage = run_child(sys.executable, code, argv, env)
+            wall = walls[jobs] = time.perf_counter() - t0
+            text = out_file.read_text()
+            pairs = args.ranks * args.steps
+            headline = text.splitlines()[0] if text else ""
+            m = re.match(r"first divergence: (\S+), (\S+) \(entry #(\d+), record (\S+)\)", headline)
+            named = m.groups() if m else None
+            entry = f"Module.layers.{args.bad_entry}.Linear.forward.0"
+            want = (f"step{last}/rank{args.bad_rank}", entry, str(args.bad_entry), f"{entry}.output.0")
+            index = sorted((tmp / "out").glob("index*.html"))
+            scaling = f" ({walls[min(walls)] / wall:.2f}x -j {min(walls)})" if len(walls) > 1 else ""
+            print(f"| {args.ranks} ranks x {args.steps} steps = {pairs:,} pairs, {args.entries} entries each | "
+                  f"{size / 1e6:,.1f} | -j {jobs}{', no HTML' if args.no_report else ''} | {wall:.1f}{scaling} | "
+                  f"{usage.cpu_s:.1f} | {usage.peak_rss / 1e6:,.0f} | "
+                  f"{'yes' if named == want else f'NO: {named}'} | {'yes' if index else 'no'} | exit {usage.code} |")
+            print(headline)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
