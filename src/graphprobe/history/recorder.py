@@ -20,6 +20,7 @@ no future trigger can need it. Triggers are returned, passed to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -49,10 +50,12 @@ class Trigger:
     kind: str  # "nonfinite", "deviation", "loss" or "explicit"
     value: float | None
     reason: str
+    others: int = 0  # further records of the step flagged for the same kind (later in program order)
 
     def __str__(self) -> str:
         what = f" {self.record} = {self.value}" if self.record else ""
-        return f"graphprobe trigger at step {self.step}, rank {self.rank}: {self.kind}{what} ({self.reason})"
+        more = f"; {self.others} more records" if self.others else ""
+        return f"graphprobe trigger at step {self.step}, rank {self.rank}: {self.kind}{what} ({self.reason}{more})"
 
 
 class FlightRecorder:
@@ -169,24 +172,28 @@ class FlightRecorder:
         return fired
 
     def _judge(self, rows: StepRows, rank: int) -> list[Trigger]:
-        out: list[Trigger] = []
+        """One trigger per kind per step: its first record in program order,
+        with the count of the others (a NaN spreads to most records)."""
+        first: dict[str, Trigger] = {}
+        count: dict[str, int] = {}
         stat = self.rule.stat if self.rule else "Norm"
         for i, name in enumerate(rows.record):
-            values = [rows.stats[s][i] for s in STATS]
-            x = rows.stats[stat][i]
-            if any(v is not None and not math.isfinite(v) for v in values):
-                bad = next(v for v in values if v is not None and not math.isfinite(v))
-                out.append(Trigger(rows.step, rank, name, "nonfinite", bad, "NaN/Inf in a statistic"))
-            if self.rule is None:
-                continue
-            window = self._windows.get(name)
-            if window is None:
-                window = self._windows[name] = RunningWindow(self.rule.window)
-            if window.judge(x, self.rule):
-                kind = "loss" if name == "loss" else "deviation"
-                out.append(Trigger(rows.step, rank, name, kind, x,
-                                   f"{stat} leaves its running mean by more than {self.rule.k} std"))
-        return out
+            found = []
+            bad = next((v for s in STATS if (v := rows.stats[s][i]) is not None and not math.isfinite(v)), None)
+            if bad is not None:
+                found.append(Trigger(rows.step, rank, name, "nonfinite", bad, "NaN/Inf in a statistic"))
+            if self.rule is not None:
+                window = self._windows.get(name)
+                if window is None:
+                    window = self._windows[name] = RunningWindow(self.rule.window)
+                x = rows.stats[stat][i]
+                if window.judge(x, self.rule):
+                    found.append(Trigger(rows.step, rank, name, "loss" if name == "loss" else "deviation", x,
+                                         f"{stat} leaves its running mean by more than {self.rule.k} std"))
+            for t in found:
+                count[t.kind] = count.get(t.kind, 0) + 1
+                first.setdefault(t.kind, t)
+        return [dataclasses.replace(t, others=count[k] - 1) for k, t in first.items()]
 
     def _rank(self, folder: str) -> int:
         leaf = os.path.basename(folder)
