@@ -226,8 +226,12 @@ def test_real_training_dumps_match_the_reference(write_config: Any, tmp_path: Pa
         _check_same(tmp_path / f"o{step}", Path(t), Path(b))
         want = ref.compare_checksums(t, b)
         assert want is not None and (want.first_different is None) == (step == 0)
-    # compare() carries the same line in its outcomes, made in the worker.
-    run = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out", html=False, progress=False, jobs=1)
+    # compare() carries the same line in its outcomes, made in the worker processes (-j 2).
+    run = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out", html=False, progress=False, jobs=2)
     lines = checksum_lines(run)
     assert len(lines) == 2 and all(o.checksums for o in run.outcomes)
     assert "every paired tensor bit-identical" in lines[0] and "first bit-different" in lines[1]
+    written = {p: p.read_bytes() for p in (tmp_path / "out").rglob("checksum_result_*.csv")}
+    assert len(written) == 2
+    assert ref.checksum_lines(run) == lines  # the reference rewrites the same files ...
+    assert {p: p.read_bytes() for p in written} == written  # ... with the same bytes
