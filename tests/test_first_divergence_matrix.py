@@ -51,6 +51,25 @@ if SLOW:
 else:
     FORWARD, GRAD, CLEAN, TRAIN = REDUCED_FORWARD, REDUCED_GRAD, REDUCED_CLEAN, REDUCED_TRAIN
 
+# Cases the compare engine at 55315f6 gets wrong (the baseline of
+# benchmarks/results/real_model_matrix.md): strict xfail, so that each one
+# fails the suite as soon as the engine names it -- then its entry goes.
+# Keys: (model, dtype, level, fault).
+BASELINE_FAILS = {
+    ("llama", "fp32", "L0", "softmax"): "missed: Max/Min/Mean/Norm of o_proj's input move < 1e-4 (issue #35 item 1)",
+    ("bert", "fp32", "L0", "clean-train"): "false alarm at the key bias's parameters_grad (issue #35 item 2)",
+}
+
+
+def _baseline(name: str, dt: str, level: str, fault: str) -> list[Any]:
+    reason = BASELINE_FAILS.get((name, dt, level, fault))
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+
+
+def _params(rows: list[tuple[Any, ...]], fault: str | None = None) -> list[Any]:
+    return [pytest.param(*r, marks=_baseline(r[0], r[1], r[2], fault or r[3])) for r in rows]
+
+
 _CACHE: dict[tuple[Any, ...], list[T.Case]] = {}
 
 
@@ -72,7 +91,7 @@ def _assert_named(c: T.Case) -> None:
     assert c.gate_fails, f"--fail-on error passes although the fault is named: {T.describe(c)}"
 
 
-@pytest.mark.parametrize("name,dt,level,kind", [(m, d, lv, k) for m, d, lv, ks in FORWARD for k in ks])
+@pytest.mark.parametrize("name,dt,level,kind", _params([(m, d, lv, k) for m, d, lv, ks in FORWARD for k in ks]))
 def test_forward_fault_named_at_its_place(name, dt, level, kind, tmp_path_factory):
     kinds = next(ks for m, d, lv, ks in FORWARD if (m, d, lv) == (name, dt, level))
     cases = _forward(name, dt, level, kinds, tmp_path_factory)
@@ -95,20 +114,20 @@ def test_switchable_control_step_is_silent(name, dt, level, tmp_path_factory):
     assert c.outcome == "silent", T.describe(c)
 
 
-@pytest.mark.parametrize("name,dt,level", GRAD)
+@pytest.mark.parametrize("name,dt,level", _params(GRAD, "grad"))
 def test_backward_only_gradient_scale_named(name, dt, level, tmp_path):
     c = T.grad_fault(name, dt, level, str(tmp_path))
     assert c.effect == 0.0, f"the gradient fault changed the forward (loss moved {c.effect})"
     _assert_named(c)
 
 
-@pytest.mark.parametrize("name,dt,level", CLEAN)
+@pytest.mark.parametrize("name,dt,level", _params(CLEAN, "clean"))
 def test_clean_inference_pair_is_silent(name, dt, level, tmp_path):
     c = T.clean_inference(name, dt, level, str(tmp_path))
     assert c.outcome == "silent", T.describe(c) + (f"; {c.message}" if c.message else "")
 
 
-@pytest.mark.parametrize("name,dt,level", TRAIN)
+@pytest.mark.parametrize("name,dt,level", _params(TRAIN, "clean-train"))
 def test_clean_training_steps_are_silent(name, dt, level, tmp_path):
     cases = T.clean_training(name, dt, level, str(tmp_path))
     assert [c.step for c in cases] == [0, 1]
