@@ -434,7 +434,11 @@ def test_acceptance_inductor_relu_fault(tmp_path):
     assert d["first_divergence"]["module"] == "layers.0.mlp.act"
     assert d["origin"]["module"] == "layers.0.mlp.act" and d["origin"]["verdict"] == "creates"
     assert d["bisect"]["backend"] == "inductor" and d["bisect"]["subsystem"]
-    assert all(c["exit_code"] == 0 for c in d["commands"])
+    # Every run of the script exits 0; the repro, run last, exits 1: it reproduces (the inductor option that
+    # injects the fault is one the repro carries).
+    assert all(c["exit_code"] == 0 for c in d["commands"][:-1])
+    assert d["commands"][-1]["stage"] == "repro" and d["commands"][-1]["exit_code"] == 1
+    assert d["repro"]["reproduces"] is True, d["repro"]["reproduces_note"]
     assert d["kernels"] and all("relu" in k for k in d["kernels"]), d["kernels_note"]
     assert (out / "report.html").is_file() and (out / "repro" / "inputs.pt").is_file()
     # The repro shows the compiled module's error on the recorded inputs (exit 1: "creates").
