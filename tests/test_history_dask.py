@@ -65,3 +65,14 @@ def test_dask_local_cluster(tmp_path: Path) -> None:
     _same_anomaly(q.first_anomaly(tmp_path), got)
     assert got is not None and got.key() == (22, 2, "Module.m4.Linear.forward.0.output.0", "deviation")
     assert [(m.rank, m.record) for m in movers] == [(m.rank, m.record) for m in q.movers(tmp_path, 21, 22, top=3)]
+
+
+def test_cli_engine_dask_prints_duckdbs_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from graphprobe.cli import main
+
+    synthetic(tmp_path, ranks=2, steps=25, records=4, plant={(20, 1, 2): float("inf")})
+    outs = []
+    for engine in ("duckdb", "dask"):
+        assert main(["history", "query", str(tmp_path), "--first-anomaly", "--k", "50", "--engine", engine]) == 1
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and "step 20, rank 1, Module.m2.Linear.forward.0.output.0: nonfinite" in outs[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,34 @@ def test_cli_errors_name_the_input(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "no step{N} folders" in capsys.readouterr().err
     with pytest.raises(ValueError, match="window must be an int >= 2"):
         AnomalyRule(window=1)
+
+
+def _write_dump(path: Path, values: dict[str, float]) -> None:
+    path.mkdir(parents=True)
+    data = {name: {"input_args": [], "input_kwargs": {}, "output": [
+        {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": v, "Min": v, "Mean": v, "Norm": v,
+         "requires_grad": False}]} for name, v in values.items()}
+    (path / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L0", "data": data}))
+
+
+def test_build_ranks_nan_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "dump"
+    for step in range(12):
+        for rank in (0, 1):
+            v = 1.0 + 0.01 * ((step * 7 + rank) % 5)
+            _write_dump(root / f"step{step}" / f"rank{rank}",
+                        {"Module.a.Linear.forward.0": v, "Module.b.Linear.forward.0": float("nan") if
+                         (step, rank) == (9, 1) else 2 * v})
+    assert main(["history", "build", str(root), "-o", str(tmp_path / "h"), "--every", "5"]) == 0
+    assert "12 steps, 2 ranks, 48 rows, 6 files" in capsys.readouterr().out
+    found = q.first_anomaly(tmp_path / "h")
+    assert found.key() == (9, 1, "Module.b.Linear.forward.0.output.0", "nonfinite") and found.ord == 1
+    _write_dump(root / "step3" / "pid11", {"Module.a.Linear.forward.0": 1.0})
+    _write_dump(root / "step3" / "pid12", {"Module.a.Linear.forward.0": 1.0})
+    assert main(["history", "build", str(root), "-o", str(tmp_path / "h2")]) == 2
+    assert "step3 holds 2 pid folders (pid11, pid12)" in capsys.readouterr().err
+    for pid in ("pid11", "pid12"):
+        shutil.rmtree(root / "step3" / pid)
+    (root / "step4" / "rank0" / "dump.json").write_text('{"task": "statistics"}')
+    assert main(["history", "build", str(root), "-o", str(tmp_path / "h3")]) == 2
+    assert "step4/rank0/dump.json: no 'data' object" in capsys.readouterr().err

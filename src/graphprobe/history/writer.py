@@ -157,7 +157,7 @@ def build_history(dump_root: str | os.PathLike[str], out: str | os.PathLike[str]
         pids = [s for s in subs if s[0] == "pid"]
         if len(pids) > 1:
             raise ValueError(f"history build: {folder} holds {len(pids)} pid folders "
-                             f"({', '.join(p[2].name for p in pids)}): ranks cannot be told apart; "
+                             f"({', '.join(sorted(p[2].name for p in pids))}): ranks cannot be told apart; "
                              "record with torch.distributed initialised (rank{R} folders)")
         for kind, number, path in subs:
             rank = 0 if kind == "pid" else number
