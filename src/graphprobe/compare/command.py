@@ -62,15 +62,15 @@ def same_dump(target: str | None, bench: str | None) -> str | None:
     None when they differ (or one does not exist: compare says so)."""
     if not target or not bench:
         return None
-    t, b = Path(target).resolve(), Path(bench).resolve()
     try:
+        t, b = Path(target).resolve(), Path(bench).resolve()
         if t.exists() and b.exists() and os.path.samefile(t, b):
             return f"TARGET and BENCH are the same {'folder' if t.is_dir() else 'file'} ({t})"
-    except OSError:  # unreadable: compare reports it
+        for file, folder in ((t, b), (b, t)):
+            if file.is_file() and folder.is_dir() and file.parent == folder:
+                return f"TARGET and BENCH are the same dump ({file} and the folder holding it)"
+    except (OSError, ValueError):  # unreadable, a NUL, a lone surrogate: compare names what is wrong
         return None
-    for file, folder in ((t, b), (b, t)):
-        if file.is_file() and folder.is_dir() and file.parent == folder:
-            return f"TARGET and BENCH are the same dump ({file} and the folder holding it)"
     return None
 
 
