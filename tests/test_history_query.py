@@ -151,3 +151,33 @@ def test_build_ranks_nan_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixt
     (root / "step4" / "rank0" / "dump.json").write_text('{"task": "statistics"}')
     assert main(["history", "build", str(root), "-o", str(tmp_path / "h3")]) == 2
     assert "step4/rank0/dump.json: no 'data' object" in capsys.readouterr().err
+
+
+def test_replica_mismatches_in_the_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from graphprobe.history.records import STATS, StepRows
+    from graphprobe.history.writer import HistoryWriter
+
+    # Ranks 0 and 2 hold one replica, 1 and 3 another (their checksums differ by design);
+    # rank 2's "w1" differs from rank 0's at step 6 only.
+    for rank in range(4):
+        w = HistoryWriter(tmp_path, rank, every=4)
+        for step in range(10):
+            r = StepRows(step, rank)
+            for name in ("w0", "w1"):
+                r.record.append(f"Module.l.Linear.forward.0.parameters.{name}")
+                r.dtype.append("torch.float32")
+                for s in STATS:
+                    r.stats[s].append(1.0)
+                c = hash((step, name, rank % 2)) & 0xFFFF
+                r.checksum.append(c + 1 if (rank, step, name) == (2, 6, "w1") else c)
+            w.append(r)
+        w.close()
+    assert q.replica_mismatches(tmp_path, ranks=[1, 3]) == []
+    got = q.replica_mismatches(tmp_path, ranks=[0, 2], like="%parameters%")
+    # 2 ranks, 2 values: no majority, both named.
+    assert [(g.step, g.rank, g.record, g.majority) for g in got] == [
+        (6, 0, "Module.l.Linear.forward.0.parameters.w1", None), (6, 2, "Module.l.Linear.forward.0.parameters.w1", None)]
+    assert main(["history", "query", str(tmp_path), "--replicas", "--ranks", "1,3"]) == 0
+    assert "replicas agree" in capsys.readouterr().out
+    # Over the world the two groups differ on every record of every step (2 against 2).
+    assert len(q.replica_mismatches(tmp_path, limit=1000)) == 10 * 2 * 4

@@ -49,8 +49,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "history", help="a queryable history of a long run: build it from dumps, query it (DuckDB or Dask), report",
         description="The statistics of every step and rank in Parquet files, read selectively by rank and step "
-        "(docs/history.md). Exit 0: done (query --first-anomaly: nothing left its history); 1: query "
-        "--first-anomaly found one; 2: usage or input error.")
+        "(docs/history.md). Exit 0: done (query --first-anomaly: nothing left its history; --replicas: they "
+        "agree); 1: query --first-anomaly or --replicas found one; 2: usage or input error.")
     sub = p.add_subparsers(dest="history_command", metavar="ACTION")
     sub.required = True
     b = sub.add_parser("build", help="convert DUMP_ROOT/step{N}/rank{R}/dump.json folders into a history",
@@ -63,12 +63,17 @@ def register(subparsers: Any) -> None:
     q = sub.add_parser("query", help="ask the history a question",
                        description="Prints the answer. --first-anomaly: the first (step, rank, record) whose value "
                        "is NaN/Inf or leaves its running mean by more than K standard deviations; --movers: the "
-                       "records that changed most between two steps; --record: a record's statistic over steps.")
+                       "records that changed most between two steps; --record: a record's statistic over steps; --replicas: "
+                       "the ranks whose tensors differ from their replicas' (DuckDB only).")
     q.add_argument("hist", metavar="HIST")
     what = q.add_mutually_exclusive_group(required=True)
     what.add_argument("--first-anomaly", action="store_true")
     what.add_argument("--movers", nargs=2, type=int, metavar=("STEP_A", "STEP_B"))
     what.add_argument("--record", metavar="NAME")
+    what.add_argument("--replicas", action="store_true",
+                      help="ranks whose checksum (summary_mode md5) of a record differs from the other replicas' "
+                      "(--ranks: the replica group; --like: the records)")
+    q.add_argument("--like", default="%", help="--replicas: SQL LIKE pattern of the records (default: all)")
     _rule_args(q)
     q.add_argument("--top", type=int_at_least(1), default=20, help="--movers: rows to print (default: %(default)s)")
     q.add_argument("--ranks", type=_ranks, default=None, help="only these ranks, e.g. 0,3,8-11 (default: all)")
@@ -139,6 +144,18 @@ def _query(args: argparse.Namespace) -> int:
                 for m in rows:
                     print(f"{m.rank:>5}  {m.rel:>12.4g}  {m.a:>14.6g}  {m.b:>14.6g}  {m.record}")
             return 0
+        if args.replicas:
+            from graphprobe.history.query import replica_mismatches
+
+            found_rows = replica_mismatches(args.hist, args.ranks, args.like)
+            if args.json:
+                print(json.dumps([asdict(r) for r in found_rows]))
+            elif not found_rows:
+                print("replicas agree")
+            for r in ([] if args.json else found_rows):
+                m = "no majority" if r.majority is None else f"majority {r.majority & (2**64 - 1):016x}"
+                print(f"step {r.step}: rank {r.rank} disagrees on {r.record} ({r.checksum & (2**64 - 1):016x}, {m})")
+            return 1 if found_rows else 0
         series = engine.record_over_steps(args.hist, args.record, args.stat, args.ranks, **kw)
         if args.json:
             print(json.dumps([asdict(s) for s in series]))

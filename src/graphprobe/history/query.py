@@ -22,8 +22,8 @@ from graphprobe.history.records import STATS
 from graphprobe.history.rules import AnomalyRule
 from graphprobe.history.writer import FILE_RE, RANK_RE
 
-__all__ = ["Anomaly", "Mover", "StepStat", "connect", "first_anomaly", "history_files", "history_ranks",
-           "movers", "record_over_steps"]
+__all__ = ["Anomaly", "Mover", "ReplicaRow", "StepStat", "connect", "first_anomaly", "history_files", "history_ranks",
+           "movers", "record_over_steps", "replica_mismatches"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,17 @@ class StepStat:
     mean: float | None
     max: float | None
     nonfinite: int
+
+
+@dataclass(frozen=True)
+class ReplicaRow:
+    """A rank whose checksum of a record differs from the other replicas' at a step."""
+
+    step: int
+    rank: int
+    record: str
+    checksum: int
+    majority: int | None  # None: no checksum held by more than half the ranks
 
 
 def history_ranks(hist: str | os.PathLike[str]) -> list[int]:
@@ -257,3 +268,28 @@ def record_over_steps(hist: str | os.PathLike[str], record: str, stat: str = "No
         hint = f"; similar: {', '.join(names)}" if names else ""
         raise ValueError(f"record {record!r} is not in history {os.fspath(hist)!r}{hint}")
     return [StepStat(int(r[0]), int(r[1]), r[2], r[3], r[4], int(r[5])) for r in rows]
+
+
+def replica_mismatches(hist: str | os.PathLike[str], ranks: list[int] | None = None, like: str = "%",
+                       limit: int = 100, con: Any = None) -> list[ReplicaRow]:
+    """The ranks whose checksum (summary_mode "md5") of a record differs from
+    the majority's among ``ranks`` (the replicas: one data-parallel group;
+    default all ranks) at the same step, for records matching the SQL
+    pattern ``like`` (e.g. ``'%.parameters.%'``); with no majority every rank
+    of that record is listed. Ordered by step, rank, record; at most ``limit``."""
+    con = con or connect()
+    files = history_files(hist, ranks)
+    if not files:
+        raise ValueError(f"history {os.fspath(hist)!r}: no files for these ranks")
+    rows = con.execute("""
+        WITH c AS (SELECT step, rank, record, checksum FROM read_parquet($files)
+                   WHERE checksum IS NOT NULL AND record LIKE $like),
+        m AS (SELECT step, record, checksum, count(*) AS n FROM c GROUP BY step, record, checksum),
+        g AS (SELECT step, record, arg_max(checksum, n) AS top_value, max(n) AS top, sum(n) AS total FROM m
+              GROUP BY step, record HAVING count(*) > 1)
+        SELECT c.step, c.rank, c.record, c.checksum, CASE WHEN 2 * g.top > g.total THEN g.top_value END
+        FROM c JOIN g USING (step, record)
+        WHERE NOT (2 * g.top > g.total) OR c.checksum <> g.top_value
+        ORDER BY c.step, c.rank, c.record LIMIT $limit""",
+        {"files": files, "like": like, "limit": int(limit)}).fetchall()
+    return [ReplicaRow(int(r[0]), int(r[1]), r[2], int(r[3]), None if r[4] is None else int(r[4])) for r in rows]
