@@ -370,3 +370,49 @@ def test_copies_inside_the_kernel_survive_functorch(tmp_path, summary_mode):
     want = torch.func.grad(lambda t: ref(t))(x)
     assert torch.equal(got, want)
     assert torch.equal(got_vmap[0], want)
+
+
+# -- a module's output is explained by its children's -----------------------------
+
+
+def _parent_pair(child_drift: float, parent_fault: float) -> tuple[dict, dict]:
+    """emb (a child with a weight) inside block (no parameters of its own,
+    integer input). The drift is what an AdamW step leaves: four elements
+    whose gradient was zero to rounding moved by +-lr on one side -- the
+    Sketch sees it, Max/Min/Mean/Norm do not."""
+    g = torch.Generator().manual_seed(21)
+    w = torch.randn(512, 64, generator=g, dtype=torch.float64) * 0.02
+    ids = torch.arange(512)
+    w_t = w.clone()
+    smallest = w.abs().view(-1).argsort()[:4]
+    w_t.view(-1)[smallest] += torch.tensor([1.0, -1.0, 1.0, -1.0], dtype=torch.float64) * child_drift
+
+    def side(weight, fault):
+        out = weight[ids]
+        return {
+            "Module.block.emb.Embedding.forward.0": module_entry([record(ids, False)], [record(out.float())],
+                                                                 record(weight.float())),
+            "Module.block.Block.forward.0": entry([record(ids, False)], [record((out * fault).float())]),
+        }
+
+    return side(w_t, parent_fault), side(w, 1.0)
+
+
+def module_entry(inputs, outputs, weight):
+    e = entry(inputs, outputs)
+    e["parameters"] = {"weight": weight}
+    return e
+
+
+def test_parent_output_moved_by_a_drifted_child_is_explained(tmp_path):
+    target, bench = _parent_pair(child_drift=1e-3, parent_fault=1.0)
+    result = run_pair(tmp_path, target, bench)
+    assert result.first_divergence is None, result.divergence
+    weight = next(r for r in result.rows if r.name.endswith("parameters.weight"))
+    assert weight.error["worst_stat"] == "Sketch" and weight.z > 1  # the drift is seen, and not a cause
+
+
+def test_parent_fault_is_named_at_the_parent(tmp_path):
+    target, bench = _parent_pair(child_drift=0.0, parent_fault=1.001)
+    result = run_pair(tmp_path, target, bench)
+    assert result.first_divergence == "Module.block.Block.forward.0", result.divergence

@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "compare/cancellation.h"
 #include "compare/cell_text.h"
@@ -163,6 +164,29 @@ std::string error_text(const RowError& e, int cls, double floor_scale) {
 // Sketch sees and the four statistics do not. A parameter's Sketch still
 // explains its module's outputs and adds to what is upstream.
 double cause_z(const ClassZ& z) { return std::max(z[kAggregateClass], z[kExtremeClass]); }
+
+// Marks an API entry among the walked ranges (module paths are never "*").
+constexpr std::string_view kApiCall = "*";
+
+// The module path of a module entry ("Module.layers.0.mlp.MLP.forward.3" ->
+// "layers.0.mlp"; backward records too); "" for API entries and for
+// parameters_grad entries (not calls).
+std::string_view module_path(std::string_view name) {
+  constexpr std::string_view kPrefix = "Module.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return {};
+  name.remove_prefix(kPrefix.size());
+  // Drop "{Class}.{direction}.{n}": the last three components.
+  for (int k = 0; k < 3; ++k) {
+    const size_t dot = name.rfind('.');
+    if (dot == std::string_view::npos) return {};
+    if (k == 1) {
+      const std::string_view direction = name.substr(dot + 1);
+      if (direction != "forward" && direction != "backward" && direction.substr(0, 13) != "backward_pass") return {};
+    }
+    name = name.substr(0, dot);
+  }
+  return name;
+}
 
 // A group of rows (an entry's inputs, parameters or outputs), per class of
 // statistic: the largest e and z over all its rows, and the largest e over
@@ -453,6 +477,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   auto max2 = [](const ClassZ& a) { return *std::max_element(a.begin(), a.end()); };
   // R per class (the Sketch's: kSketchRatioFactor x R).
   auto ratio_of = [&](int c) { return c == kSketchClass ? ratio * kSketchRatioFactor : ratio; };
+  // Per range already walked: its module path ("" for an API call) and the
+  // largest e of its floating outputs, for the children rule below.
+  std::vector<std::string_view> walked_path;
+  std::vector<ClassZ> walked_out;
+  walked_path.reserve(ranges.size());
+  walked_out.reserve(ranges.size());
   for (const auto& [begin, end] : ranges) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
@@ -486,13 +516,35 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     if (inputs_exact)
       for (size_t i = begin; i < end; ++i)
         if (discrete[i] && rows[i].z) out.add(ec[i], zc[i], i);
+    // A module's outputs are computed by its children (and the API calls
+    // inside it): the recorded entries that completed since it began --
+    // walking back, API entries and modules whose path lies under this
+    // one's, up to the first module that does not. Their outputs' errors
+    // explain this one's as its inputs' do (a child's weight that drifted
+    // after an optimizer step moves its parent's output too).
+    const std::string_view path = module_path(target.entries[entry]);
+    ClassZ children{0.0, 0.0, 0.0};
+    if (!path.empty())
+      for (size_t j = walked_path.size(); j-- > 0;) {
+        const std::string_view p = walked_path[j];
+        if (p == kApiCall) {
+          // inside this module, or between its children
+        } else if (p.size() > path.size() && p.compare(0, path.size(), path) == 0 && p[path.size()] == '.') {
+          // a descendant
+        } else {
+          break;
+        }
+        for (int c : kClasses) children[c] = std::max(children[c], walked_out[j][c]);
+      }
+    walked_path.push_back(path.empty() ? kApiCall : path);
+    walked_out.push_back(out.e);
     uint8_t kinds = 0;
     if (par_z > 1) kinds |= kParameterCause;
     int out_class = -1, in_class = -1;
     bool integer_output = false;
     double best_out = -1, best_in = -1, in_reference = 0;
     for (int c : kClasses) {
-      const double ref_out = std::max(in.e[c], par.e[c]);
+      const double ref_out = std::max({in.e[c], par.e[c], children[c]});
       for (size_t i = begin; i < end; ++i) {
         if (!rows[i].z || zc[i][c] <= 1) continue;
         const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
