@@ -39,6 +39,10 @@ def test_dask_equals_duckdb(tmp_path: Path, seed: int) -> None:
     rule = AnomalyRule(k=5.0, window=12, min_history=4)
     a = q.first_anomaly(tmp_path, rule)
     _same_anomaly(a, dq.first_anomaly(tmp_path, rule, scheduler="sync"))
+    nf = q.first_anomaly(tmp_path, rule, deviation=False)
+    _same_anomaly(nf, dq.first_anomaly(tmp_path, rule, scheduler="sync", deviation=False))
+    assert nf is None or nf.kind == "nonfinite"
+    assert (nf is None) == all(v == v and abs(v) != float("inf") for v in PLANTS[seed].values())
     assert (None if a is None else a.key()) == first_anomaly_ref(
         synthetic(tmp_path / "again", ranks=4, steps=50, records=12, seed=seed, every=16, plant=PLANTS[seed]),
         rule.k, rule.window, rule.min_history, rule.rtol)

@@ -6,8 +6,10 @@ parameter gradients) in a history, full dumps kept only around a trigger.
     python examples/long_run/flight_recorder.py --plant grad --at 120    # the gradient x100 at step 120
     python examples/long_run/flight_recorder.py --steps 40 --at 30 --backend aot_eager   # quick
 
-At the end it asks the history for the first anomaly (DuckDB), writes the
-HTML report and lists the step folders still on disk. Output under --out
+It stops at the first NaN/Inf trigger (deviation triggers are printed and
+keep their dumps too). At the end it asks the history (DuckDB) for the first
+anomaly of any kind and the first non-finite value, writes the HTML report
+and lists the step folders still on disk. Output under --out
 (default ./flight_recorder_out; its dump/ and history/ are replaced).
 Needs transformers, pyarrow and duckdb (scripts/setup_env.sh installs them).
 """
@@ -60,7 +62,9 @@ def main() -> int:
     dumper.start(model)  # before torch.compile: the probes go into the graph
     compiled = torch.compile(model, backend=a.backend)
     rule = AnomalyRule(k=6.0, window=20, min_history=10)
-    rec = FlightRecorder(dumper, out / "history", every=50, keep=a.keep, after=2, rule=rule,
+    # max_triggers: the deviation rule also fires on the ordinary jumps of a young training run (k=6 over
+    # 20 steps); each of those keeps its dumps too, so that the NaN's are still kept when it comes.
+    rec = FlightRecorder(dumper, out / "history", every=50, keep=a.keep, after=2, rule=rule, max_triggers=1000,
                          on_trigger=lambda t: print(f"trigger: {t}"))
     gen = torch.Generator().manual_seed(1)
     for step in range(a.steps):
@@ -73,14 +77,15 @@ def main() -> int:
         opt.step()
         opt.zero_grad()
         rec.step(loss=loss.detach())
-        if rec.triggers:
-            break  # a real run might stop or roll back here; the example stops at the first trigger
+        if any(t.kind == "nonfinite" for t in rec.triggers):
+            break  # a real run might stop or roll back here; the example stops at the first NaN/Inf
     rec.close()
     dumper.stop()
 
-    found = query.first_anomaly(out / "history", rule)
-    print("first anomaly:", "none" if found is None else
-          f"step {found.step}, rank {found.rank}, {found.record} ({found.kind})")
+    for label, deviation in (("first anomaly", True), ("first non-finite", False)):
+        found = query.first_anomaly(out / "history", rule, deviation=deviation)
+        print(f"{label}:", "none" if found is None else
+              f"step {found.step}, rank {found.rank}, {found.record} ({found.kind})")
     print("report:", write_report(out / "history", out / "history_report.html", rule=rule))
     kept = sorted(int(d.name[4:]) for d in (out / "dump").iterdir() if d.name.startswith("step"))
     print("step folders on disk:", kept)

@@ -73,6 +73,8 @@ def register(subparsers: Any) -> None:
     what.add_argument("--replicas", action="store_true",
                       help="ranks whose checksum (summary_mode md5) of a record differs from the other replicas' "
                       "(--ranks: the replica group; --like: the records)")
+    q.add_argument("--nonfinite-only", action="store_true",
+                   help="--first-anomaly: the first NaN/Inf only (no deviation rule; one scan)")
     q.add_argument("--like", default="%", help="--replicas: SQL LIKE pattern of the records (default: all)")
     _rule_args(q)
     q.add_argument("--top", type=int_at_least(1), default=20, help="--movers: rows to print (default: %(default)s)")
@@ -123,7 +125,7 @@ def _query(args: argparse.Namespace) -> int:
             from graphprobe.history import dask_query as engine
             kw = {"scheduler": "threads"}
         if args.first_anomaly:
-            found = engine.first_anomaly(args.hist, rule, ranks=args.ranks, **kw)
+            found = engine.first_anomaly(args.hist, rule, ranks=args.ranks, deviation=not args.nonfinite_only, **kw)
             if args.json:
                 print(json.dumps(None if found is None else asdict(found)))
             elif found is None:

@@ -70,7 +70,7 @@ def _nonfinite(df: Any) -> Any:
     return bad
 
 
-def _judge(df: Any, rule: AnomalyRule) -> Any:
+def _judge(df: Any, rule: AnomalyRule, deviation: bool = True) -> Any:
     """The rows of one rank's frame that the rule flags, with their window."""
     import pandas as pd
 
@@ -92,7 +92,7 @@ def _judge(df: Any, rule: AnomalyRule) -> Any:
         dev = (np.isfinite(x) & (count >= rule.min_history)
                & (np.abs(x - mean) > np.maximum(rule.k * std, rule.rtol * np.abs(mean))))
     bad = _nonfinite(df)
-    flagged = bad | dev
+    flagged = bad | (dev & deviation)
     out = pd.DataFrame({"step": df["step"][flagged], "rank": df["rank"][flagged], "ord": df["ord"][flagged],
                         "record": df["record"][flagged], "kind": np.where(bad[flagged], "nonfinite", "deviation"),
                         "x": x[flagged], "mean_prev": mean[flagged], "std_prev": std[flagged],
@@ -101,12 +101,12 @@ def _judge(df: Any, rule: AnomalyRule) -> Any:
 
 
 def first_anomaly(hist: str | os.PathLike[str], rule: AnomalyRule | None = None, ranks: list[int] | None = None,
-                  scheduler: Any = None) -> Anomaly | None:
+                  scheduler: Any = None, deviation: bool = True) -> Anomaly | None:
     """query.first_anomaly on Dask (``scheduler``: as dask's ``compute``)."""
     rule = rule or AnomalyRule()
     ddf = rank_frame(hist, ranks)
     meta = _judge(ddf._meta, rule)
-    found = ddf.map_partitions(_judge, rule, meta=meta).compute(scheduler=scheduler)
+    found = ddf.map_partitions(_judge, rule, deviation, meta=meta).compute(scheduler=scheduler)
     if len(found) == 0:
         return None
     r = found.sort_values(["step", "ord", "rank"]).iloc[0]

@@ -156,7 +156,7 @@ def _auto_batch(hist: str | os.PathLike[str], rank: int) -> int:
 
 
 def first_anomaly(hist: str | os.PathLike[str], rule: AnomalyRule | None = None, ranks: list[int] | None = None,
-                  rank_batch: int | None = None, con: Any = None) -> Anomaly | None:
+                  rank_batch: int | None = None, con: Any = None, deviation: bool = True) -> Anomaly | None:
     """The first value that leaves its record's history, or None.
 
     Two passes: the first non-finite value (a column scan), then the
@@ -164,7 +164,8 @@ def first_anomaly(hist: str | os.PathLike[str], rule: AnomalyRule | None = None,
     backwards, so later steps cannot change the answer), ``rank_batch``
     ranks at a time (a record's window never crosses ranks), which bounds
     DuckDB's memory; by default as many ranks as hold about
-    :data:`BATCH_ROWS` rows.
+    :data:`BATCH_ROWS` rows. ``deviation=False``: the first non-finite
+    value only (one scan).
     """
     rule = rule or AnomalyRule()
     con = con or connect()
@@ -179,6 +180,8 @@ def first_anomaly(hist: str | os.PathLike[str], rule: AnomalyRule | None = None,
     if row is not None:
         best = Anomaly(int(row[0]), int(row[1]), int(row[2]), row[3], "nonfinite", row[4], None, None, 0)
     last = best.step if best else None
+    if not deviation:
+        return best
     if rank_batch is None:
         rank_batch = _auto_batch(hist, all_ranks[0])
     elif isinstance(rank_batch, bool) or not isinstance(rank_batch, int) or rank_batch < 1:
