@@ -177,10 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--switch-backend", default=T.SWITCH_BACKEND, choices=("aot_eager", "inductor"),
                    help="the compile serving the switchable faults and the grad fault (inductor: the faults "
                         "against inductor's noise, and the control step is one more clean inductor pair)")
+    p.add_argument("--recompare", action="store_true",
+                   help="no dumping: compare again the kept dumps of {out}/results-*.jsonl (after a change of the "
+                        "compare rule), into {out}/results-recompare-{pid}.jsonl")
     p.add_argument("--note", default="", help="a line for the table's header (what the run covers)")
     args = p.parse_args(argv)
-    if not args.table and not args.part:
-        p.error("--part or --table")
+    if not (args.table or args.part or args.recompare):
+        p.error("--part, --recompare or --table")
     models, dtypes, levels = args.models.split(","), args.dtypes.split(","), args.levels.split(",")
     for what, given, allowed in (("--models", models, F.ARCHS), ("--dtypes", dtypes, ("fp32", "bf16")),
                                  ("--levels", levels, ("L0", "L1", "mix"))):
@@ -207,6 +210,21 @@ def main(argv: list[str] | None = None) -> int:
         write_markdown(cases, md, header)
         print(f"wrote {md}; {sum(c.ok for c in cases)} of {len(cases)} as expected", flush=True)
         return 0 if all(c.ok for c in cases) else 1
+    if args.recompare:
+        # Dumps recorded by an older wiring lack what a newer one writes (a
+        # new statistic): this measures the rule, not the recording.
+        results = os.path.join(args.out, f"results-recompare-{os.getpid()}.jsonl")
+        all_ok = True
+        for c in load_cases(args.out):
+            if not (c.target and c.bench and os.path.exists(c.target) and os.path.exists(c.bench)):
+                continue
+            stamp = c.__dict__.pop("recorded", None)
+            T.judge(c, c.target, c.bench, os.path.join(os.path.dirname(c.target), "recompare"))
+            with open(results, "a") as f:
+                f.write(json.dumps(asdict(c) | {"ok": c.ok, "recorded": f"{stamp} recompared at {_head()}"}) + "\n")
+            print(T.describe(c), flush=True)
+            all_ok &= c.ok
+        return 0 if all_ok else 1
     T.SWITCH_BACKEND = args.switch_backend
     results = os.path.join(args.out, f"results-{args.part}-{os.getpid()}.jsonl")
     all_ok = True
