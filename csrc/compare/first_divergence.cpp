@@ -473,7 +473,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   const double ratio = th.divergence_ratio;
   std::optional<uint32_t> last_matched;
   std::vector<uint32_t> unmatched_since;
-  std::vector<uint32_t> changed_since;  // entries since then whose integer output changed
+  std::vector<uint32_t> changed_since;  // entries since then whose integer records changed
   auto max2 = [](const ClassZ& a) { return *std::max_element(a.begin(), a.end()); };
   // R per class (the Sketch's: kSketchRatioFactor x R).
   auto ratio_of = [&](int c) { return c == kSketchClass ? ratio * kSketchRatioFactor : ratio; };
@@ -571,21 +571,24 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     if (integer_output) kinds |= kIntegerOutput;
     if (in_class >= 0) kinds |= kUnrecordedInput;
     if (kinds == 0) {
-      bool changed = false;  // an integer/bool output differs (explained by the inputs)
+      // An integer/bool record differs (explained by the inputs' rounding,
+      // or by such a change upstream).
+      bool changed = false, output_changed = false;
       for (size_t i = begin; i < end; ++i) {
         if (!rows[i].z) continue;
         if (discrete[i]) {
           const bool output = target.rows[static_cast<size_t>(rows[i].target)].role == Role::kOutput;
-          changed = changed || (output && *rows[i].z > 0);
+          changed = changed || *rows[i].z > 0;
+          output_changed = output_changed || (output && *rows[i].z > 0);
           continue;
         }
         for (int c : kClasses) upstream[c] = std::max(upstream[c], ec[i][c]);
         seen.max_z = std::max(seen.max_z, *rows[i].z);
       }
-      discrete_output_differed = discrete_output_differed || changed;
+      discrete_output_differed = discrete_output_differed || output_changed;
       seen.max_e = std::max(seen.max_e, max2(upstream));
       seen.rows += matched;
-      // An entry whose integer output changed is not "agreeing", even when
+      // An entry whose integer records changed is not "agreeing", even when
       // its inputs explain the change.
       if (!changed) {
         last_matched = entry;
@@ -661,8 +664,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         if (!unmatched_since.empty())
           m += " (or from a call recorded on one side only: " + entry_list(target, unmatched_since) + ")";
         if (!changed_since.empty())
-          m += "; after it, the integer output of " + entry_list(target, changed_since) +
-               " changed while its inputs differed beyond their floor";
+          m += "; after it, integer records of " + entry_list(target, changed_since) +
+               " changed with their inputs' rounding";
       }
       add(m);
     }
