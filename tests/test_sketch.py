@@ -416,3 +416,46 @@ def test_parent_fault_is_named_at_the_parent(tmp_path):
     target, bench = _parent_pair(child_drift=0.0, parent_fault=1.001)
     result = run_pair(tmp_path, target, bench)
     assert result.first_divergence == "Module.block.Block.forward.0", result.divergence
+
+
+def _step_after_adam(bias_grad_residue: bool) -> tuple[dict, dict]:
+    """A key projection in the step after an AdamW update: its bias moved by
+    +-lr an element on each side following the sign of its gradient. When
+    that gradient is zero in theory (a residue, recorded in this step's
+    parameters_grad too) the two sides' signs are unrelated."""
+    g = torch.Generator().manual_seed(31)
+    x = torch.randn(64, 16, generator=g, dtype=torch.float64)
+    w = torch.randn(16, 16, generator=g, dtype=torch.float64) / 4
+    lr = 1e-3
+    b_bench = lr * torch.sign(torch.randn(16, generator=g, dtype=torch.float64))
+    b_target = lr * torch.sign(torch.randn(16, generator=g, dtype=torch.float64))
+    gy = torch.randn(64, 16, generator=g, dtype=torch.float64)
+    if bias_grad_residue:
+        gy = gy - gy.mean(0, keepdim=True)
+    res = 1e-7 * torch.randn(16, generator=g, dtype=torch.float64)
+
+    def side(b, noise):
+        y = x @ w.T + b
+        gb = gy.sum(0) + (res * noise if bias_grad_residue else 0)
+        fwd = entry([record(x.float())], [record(y.float())])
+        fwd["parameters"] = {"weight": record(w.float()), "bias": record(b.float())}
+        return {
+            "Module.key.Linear.forward.0": fwd,
+            "Module.key.Linear.backward.0": {"input": [record(gy.float())], "output": [record((gy @ w).float())]},
+            "Module.key.Linear.parameters_grad.0": {"weight": [record((gy.T @ x).float())], "bias": [record(gb.float())]},
+        }
+
+    return side(b_target, 1.5), side(b_bench, 1.0)
+
+
+def test_parameter_with_a_residue_gradient_drifts_without_a_divergence(tmp_path):
+    target, bench = _step_after_adam(bias_grad_residue=True)
+    result = run_pair(tmp_path, target, bench)
+    assert result.first_divergence is None, result.divergence
+
+
+def test_parameter_with_a_real_gradient_that_differs_is_named(tmp_path):
+    target, bench = _step_after_adam(bias_grad_residue=False)
+    result = run_pair(tmp_path, target, bench)
+    assert result.first_divergence == "Module.key.Linear.forward.0", result.divergence
+    assert result.divergence["kinds"] == ["parameter"]

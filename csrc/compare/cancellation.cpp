@@ -167,4 +167,31 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
   return expected;
 }
 
+std::vector<bool> residue_gradient_parameters(const CompareResult& result, const std::vector<double>& expected) {
+  const Dump& target = result.target;
+  const auto& rows = result.rows;
+  std::vector<bool> out(rows.size(), false);
+  // "{module}|{name}" of every parameter gradient judged as a residue.
+  std::unordered_map<std::string, bool> residue;
+  for (size_t i = 0; i < rows.size() && i < expected.size(); ++i) {
+    if (expected[i] <= 0 || rows[i].target < 0) continue;
+    const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+    const std::string& entry = target.entries[t.entry];
+    const std::string module = module_of_parameters_grad(entry);
+    if (!module.empty()) residue.emplace(module + "|" + std::string(t.suffix(target.entries)), true);
+  }
+  if (residue.empty()) return out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].target < 0) continue;
+    const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+    const std::string_view suffix = t.suffix(target.entries);
+    if (suffix.substr(0, 11) != "parameters.") continue;
+    // "Module.x.Linear.forward.0" -> "Module.x.Linear".
+    std::string_view entry = target.entries[t.entry];
+    for (int k = 0; k < 2 && !entry.empty(); ++k) entry = entry.substr(0, entry.rfind('.') == std::string_view::npos ? 0 : entry.rfind('.'));
+    out[i] = residue.count(std::string(entry) + "|" + std::string(suffix.substr(11))) > 0;
+  }
+  return out;
+}
+
 }  // namespace graphprobe::compare

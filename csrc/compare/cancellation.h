@@ -37,4 +37,12 @@ namespace graphprobe::compare {
 // One value per row of result.rows (0: judged on its own RMS).
 std::vector<double> expected_rms_from_producers(const CompareResult& result, double margin);
 
+// Per row of result.rows: a parameter row ({entry}.parameters.{name}) of a
+// module whose {module}.parameters_grad.* row {name} in the same dump was
+// given an expected RMS (`expected`, from the function above): a parameter
+// whose gradient is zero in theory. An optimizer moves it by its rounding
+// alone (Adam: +-lr an element whatever the gradient's size), so eager's and
+// compiled copies drift apart with nothing wrong.
+std::vector<bool> residue_gradient_parameters(const CompareResult& result, const std::vector<double>& expected);
+
 }  // namespace graphprobe::compare

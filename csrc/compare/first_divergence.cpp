@@ -416,6 +416,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   std::vector<bool> discrete(rows.size(), false);
   std::vector<ClassZ> fl(rows.size(), ClassZ{0.0, 0.0, 0.0});  // each row's floors (x scale)
   result.produced_from_rms = expected_rms_from_producers(result, kExpectedMargin);
+  const std::vector<bool> drifting = residue_gradient_parameters(result, result.produced_from_rms);
   int64_t params = 0, params_differing = 0;
   const auto ranges = entry_ranges(target, rows);
   result.data_floors.assign(target.entries.size(), nullptr);
@@ -441,7 +442,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       used[static_cast<size_t>(e.floor - table.data())] = true;
       if (is_parameter(t, target.entries)) {
         ++params;
-        if (cause_z(e.z_class) > 1) ++params_differing;
+        if (!drifting[i] && cause_z(e.z_class) > 1) ++params_differing;
       }
     }
   }
@@ -498,7 +499,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         (discrete[i] ? out_discrete : out).add(ec[i], zc[i], i);
       } else if (is_parameter(t, target.entries)) {
         par.add(ec[i], zc[i], i);
-        if (cause_z(zc[i]) > par_z) par_z = cause_z(zc[i]), par_row = i;
+        // A parameter whose gradient is zero in theory drifts under the
+        // optimizer (cancellation.h): its error explains, it is no cause.
+        if (!drifting[i] && cause_z(zc[i]) > par_z) par_z = cause_z(zc[i]), par_row = i;
       } else {
         in.add(ec[i], zc[i], i);
       }
@@ -544,7 +547,10 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     bool integer_output = false;
     double best_out = -1, best_in = -1, in_reference = 0;
     for (int c : kClasses) {
-      const double ref_out = std::max({in.e[c], par.e[c], children[c]});
+      // A parameter that differs explains its outputs in every class (a bias
+      // whose Mean moved moves an output's Min): the entry is named for the
+      // parameter either way, or the parameter is one that drifts.
+      const double ref_out = std::max({in.e[c], max2(par.e), children[c]});
       for (size_t i = begin; i < end; ++i) {
         if (!rows[i].z || zc[i][c] <= 1) continue;
         const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
@@ -638,7 +644,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
                       (inputs_exact ? "its inputs agree exactly" : "its inputs agree within their floor");
       add(m);
     } else if (kinds & kOutputCause) {
-      const double explained = std::max(in.e[out_class], par.e[out_class]), e = best_out;
+      const double explained = std::max({in.e[out_class], max2(par.e), children[out_class]}), e = best_out;
       std::string m = label(out.row[out_class]) + ": " +
                       error_text(row_error_of(result, out.row[out_class]), out_class, scale) + ", ";
       if (in.any_z() == 0 && par.any_z() == 0) m += "while its inputs agree exactly";
