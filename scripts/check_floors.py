@@ -93,6 +93,9 @@ PY_FLOORS: dict[str, int] = {
     "graphprobe.demo": 5,
     "graphprobe.reference": 5,
     "graphprobe.diagnose": 5,
+    # the long-run history (Parquet files, queries, the flight recorder):
+    # reads what dumps and the dumper write, never imported below.
+    "graphprobe.history": 5,
     # 6: the command line (and the package face, PY_PACKAGE_FACE).
     "graphprobe.cli": 6,
     # 7: python -m graphprobe.
