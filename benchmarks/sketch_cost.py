@@ -15,7 +15,9 @@ machine moves absolute times by 2x between minutes):
   round, a step's time is the fastest of the round, a ratio the median over
   rounds of the per-round ratio to the unwired step.
 
-Usage: ``python benchmarks/sketch_cost.py [--rounds 3] [--steps 10] [--backend aot_eager] [--out FILE]``.
+Usage: ``python benchmarks/sketch_cost.py [--rounds 3] [--steps 10] [--backend aot_eager] [--kernel-only] [--out FILE]``
+(torch threads 1, as the test suite runs: with threads waiting on a busy
+machine torch.sum's own time moved by 1000x).
 """
 
 from __future__ import annotations
@@ -168,7 +170,8 @@ def render(kernel: list[dict[str, Any]], model: list[dict[str, Any]], args: argp
     lines = [
         "# Cost of the Sketch statistic (issue #35)",
         "",
-        f"`python benchmarks/sketch_cost.py --rounds {args.rounds} --steps {args.steps} --backend {args.backend}`; "
+        f"`python benchmarks/sketch_cost.py --rounds {args.rounds} --steps {args.steps} --backend {args.backend}"
+        f"{' --kernel-only' if args.kernel_only else ''}`; "
         f"{cpu}, torch {torch.__version__}, threads {torch.get_num_threads()}, SIMD level "
         f"{_C.simd_level() if hasattr(_C, 'simd_level') else 'see stats_kernel.md'}. Ratios are medians of "
         "ratios taken side by side; absolute times are for orientation only (shared machine).",
@@ -181,6 +184,8 @@ def render(kernel: list[dict[str, Any]], model: list[dict[str, Any]], args: argp
     for r in kernel:
         lines.append(f"| {r['dtype']} | {r['numel']} | {r['sum_us']:.1f} | {r['off_us']:.1f} | {r['on_us']:.1f} | "
                      f"**{r['on_over_off']:.2f}** | {r['on_over_sum']:.2f} | {r['off_over_sum']:.2f} |")
+    if not model:
+        return "\n".join(lines) + "\n"
     lines += [
         "",
         "## A training step of the demo model at L0 with backward records",
@@ -199,9 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--backend", default="aot_eager")
+    parser.add_argument("--kernel-only", action="store_true", help="skip the training-step measurement")
     parser.add_argument("--out", default=None, help="write the Markdown table here (default: stdout)")
     args = parser.parse_args(argv)
-    text = render(kernel_rows(), model_rows(args.rounds, args.steps, args.backend), args)
+    torch.set_num_threads(1)
+    model = [] if args.kernel_only else model_rows(args.rounds, args.steps, args.backend)
+    text = render(kernel_rows(), model, args)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
