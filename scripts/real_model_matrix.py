@@ -116,7 +116,8 @@ def write_markdown(cases: list[T.Case], path: str, header: str) -> None:
              f"**Clean pairs** (eager vs inductor): {sum(c.outcome == 'silent' for c in clean if c.fault != 'control')} "
              f"of {sum(c.fault != 'control' for c in clean)} silent "
              f"({sum(c.fault == 'clean-train' for c in clean)} of them training steps); "
-             f"aot_eager controls: {sum(c.outcome == 'silent' for c in clean if c.fault == 'control')} of "
+             f"controls (the compiled fault model, every fault switched off): "
+             f"{sum(c.outcome == 'silent' for c in clean if c.fault == 'control')} of "
              f"{sum(c.fault == 'control' for c in clean)} silent.", "",
              "## Faults per kind, dtype and level", "",
              "| fault | dtype | level | cases | named exactly | first consumer | missed | wrong place | error |",

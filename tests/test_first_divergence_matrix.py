@@ -36,11 +36,11 @@ SWITCHABLE = ("scale", "softmax", "precision", "routing", "decomp")
 REDUCED_FORWARD = [
     ("llama", "fp32", "L0", ("scale", "softmax", "precision", "decomp")),
     ("gpt_neox", "bf16", "mix", ("softmax", "precision")),
-    ("moe", "fp32", "mix", ("routing",)),
-    ("bert", "bf16", "L0", ("lowering",)),
+    ("moe", "bf16", "mix", ("routing",)),
+    ("bert", "bf16", "mix", ("lowering",)),
 ]
 REDUCED_GRAD = [("opt", "fp32", "mix")]
-REDUCED_CLEAN = [("opt", "bf16", "mix")]
+REDUCED_CLEAN = [("opt", "bf16", "L0")]
 REDUCED_TRAIN = [("bert", "fp32", "L0")]
 
 if SLOW:
@@ -58,6 +58,9 @@ else:
 BASELINE_FAILS = {
     ("llama", "fp32", "L0", "softmax"): "missed: Max/Min/Mean/Norm of o_proj's input move < 1e-4 (issue #35 item 1)",
     ("bert", "fp32", "L0", "clean-train"): "false alarm at the key bias's parameters_grad (issue #35 item 2)",
+    ("gpt_neox", "bf16", "mix", "precision"): "missed: rounding to 5 mantissa bits leaves the statistics in bf16 noise",
+    ("moe", "bf16", "mix", "routing"): "named at the MoE block, not at the first reader of the swapped indices "
+                                       "(issue #35 item 4)",
 }
 
 
