@@ -58,7 +58,7 @@ else:
 # training steps with 36c42fa, the cancellation rule).
 # Keys: (model, dtype, level, fault).
 BASELINE_FAILS = {
-    ("llama", "fp32", "L0", "softmax"): "missed: Max/Min/Mean/Norm of o_proj's input move < 1e-4 (issue #35 item 1)",
+    ("llama", "fp32", "L0", "softmax"): "missed: in this tiny random Llama the x1.001 softmax scale moves o_proj's input by 4.7e-6 relative L2 (the Sketch sees it), below the float32 Sketch floor 1e-5 (issue #35 item 1)",
     ("gpt_neox", "bf16", "mix", "precision"): "missed: rounding to 5 mantissa bits leaves the statistics in bf16 noise",
 }
 
