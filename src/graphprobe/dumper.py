@@ -35,7 +35,7 @@ from graphprobe import aclgraph_layout as _aclgraph
 from graphprobe import npu as _npu
 from graphprobe import writer as _writer  # its atexit hook writes pending dump.json files
 from graphprobe.config import ConfigValueError, DumpConfig, config_from_arguments, load_config
-from graphprobe.config_env import config_path_from_env, save_repro_module
+from graphprobe.config_env import CONFIG_ENV, config_path_from_env, save_repro_module
 from graphprobe.dump_folder import (
     make_staging,
     prepare_dump_path,
@@ -176,7 +176,9 @@ class AclGraphDumper:
 
     def __init__(self, config_path: str | os.PathLike[str] | Mapping[str, Any] | None = None, **config: Any) -> None:
         # $GRAPHPROBE_CONFIG replaces config_path and keywords (graphprobe diagnose runs the user's script with it).
-        env = config_path_from_env(None)
+        # The path given (not a dict or keywords) is named in its errors.
+        given = config_path if isinstance(config_path, (str, os.PathLike)) else None
+        env = config_path_from_env(given) if os.environ.get(CONFIG_ENV, "") else None
         self.config: DumpConfig = load_config(env) if env is not None else config_from_arguments(config_path, config)
         self._wired: _Wired | None = None
         self._started_once = False

@@ -308,9 +308,10 @@ def _called_by_compiled_code() -> bool:
     (``torch.nn.functional``, ``torch.overrides``, ...) and stops at the
     first frame outside torch: the model, or graphprobe's wrapper.
     """
-    # 0: this function, 1: __torch_function__, 2: the code that called the API
-    # (torch.overrides' handle_torch_function for an API written in Python).
-    frame = sys._getframe(2)
+    # 0: this function, 1: _probe_call, 2: __torch_function__, 3: the code
+    # that called the API (torch.overrides' handle_torch_function for an API
+    # written in Python).
+    frame = sys._getframe(3)
     for _ in range(_CALLER_FRAMES):
         if frame is None:
             return False
