@@ -478,7 +478,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   auto max2 = [](const ClassZ& a) { return *std::max_element(a.begin(), a.end()); };
   // R per class (the Sketch's: kSketchRatioFactor x R).
   auto ratio_of = [&](int c) { return c == kSketchClass ? ratio * kSketchRatioFactor : ratio; };
-  // Per range already walked: its module path ("" for an API call) and the
+  // Per range already walked: its module path (kApiCall for an API call) and the
   // largest e of its floating outputs, for the children rule below.
   std::vector<std::string_view> walked_path;
   std::vector<ClassZ> walked_out;
