@@ -8,26 +8,52 @@ and the bisector's variables (``TORCH_BISECT_BACKEND``, which
 to disable a subsystem whole), as the bisector's own ``run`` mode does. A
 test passes when the command exits 0 and replay judges no call of the
 origin "creates" in the compared steps.
+
+Parallel tests (issue #37): the bisector stays the driver (its answers and
+``debug_info`` are torch's), but its predicate is memoized. Most of its
+tests are independent of each other: a backend alone, a subsystem disabled
+whole (``TORCH_BISECT_MAX=-1``: no state file read) and a config change
+(its value read from ``{cache}/bisect/{backend}/{name}_config.txt``, which
+is written before the test starts, with the bisector's own writer). Those
+run ahead of the bisector's questions, up to ``jobs`` at once, in the
+bisector's order (:meth:`_Tests.candidates`), and a test whose verdict can
+no longer be asked for is stopped. Only ``find_max_bounds`` and the binary
+search, whose children read and write the bisector's state files, run when
+asked, one at a time. The tests share ``{cache}``: inductor's compiled C++
+kernels (cached by their source) are compiled once for all of them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import threading
+import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from graphprobe.diagnose.commands import Runner
+from graphprobe.diagnose.commands import Runner, StopSignal
 from graphprobe.diagnose.configs import write_config
 from graphprobe.diagnose.replay_files import find_replays, read_replay
 
-__all__ = ["BisectResult", "bisect"]
+__all__ = ["BisectResult", "bisect", "default_jobs"]
+
 
 
 class _Abort(Exception):
     """A test that cannot be judged: the bisect stops."""
+
+
+def default_jobs() -> int:
+    """How many bisect tests run at once by default: the CPUs this process
+    may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return max(1, os.cpu_count() or 1)
 
 
 @dataclass
@@ -41,11 +67,48 @@ class BisectResult:
     debug_info: str | None = None
     note: str = ""
     tests: list[dict[str, Any]] = field(default_factory=list)
+    jobs: int = 1
 
     def as_json(self) -> dict[str, Any]:
         """The ``bisect`` object of diagnosis.json."""
         return {"backend": self.backend, "subsystem": self.subsystem, "bisect_number": self.bisect_number,
-                "debug_info": self.debug_info, "note": self.note, "tests": self.tests}
+                "debug_info": self.debug_info, "note": self.note, "jobs": self.jobs, "tests": self.tests}
+
+
+@dataclass(frozen=True)
+class _Key:
+    """A test the bisector can ask for: the backend, the subsystem (None:
+    the backend alone), the bisector's state for it and, in the binary
+    search, the range."""
+
+    backend: str
+    subsystem: str | None = None
+    state: str | None = None
+    span: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        """The test in words, for progress lines."""
+        what = f"backend {self.backend}"
+        if self.subsystem:
+            what += f", {self.subsystem} ({self.state}"
+            what += f", range [{self.span[0]}, {self.span[1]}])" if self.span else ")"
+        return what
+
+
+@dataclass
+class _Outcome:
+    """What one test gave: ``ok`` (None: not judged), the tests[] entry and,
+    for a binary-search step run ahead in a folder of its own, the
+    bisector's notes on the applications it saw (``debug``)."""
+
+    ok: bool | None
+    entry: dict[str, Any]
+    debug: list[str] | None = None
+
+
+#: Runs one test: (key, test number, stop signal, its TORCHINDUCTOR_CACHE_DIR) -> its outcome (``entry`` holds
+#: the tests[] fields it knows: passed, seen, local_error, seconds, log).
+TestFn = Callable[[_Key, int, StopSignal, Path], _Outcome]
 
 
 def _judge(dump: Path, module: str, steps: int | None) -> tuple[bool | None, str, float | None]:
@@ -67,74 +130,301 @@ def _judge(dump: Path, module: str, steps: int | None) -> tuple[bool | None, str
     return creates == 0, f"{creates} of {judged} calls create", worst
 
 
+class _Tests:
+    """The bisector's memoized predicate: runs the tests it will ask for
+    ahead of it, ``jobs`` at once, and answers from what ran.
+
+    Every method runs in the bisector's (the calling) thread; a test runs in
+    a thread of its own, which only runs it and files the outcome. With
+    ``jobs`` 1 a test starts only when asked: the sequential bisect.
+    ``run(key, k, stop, ahead)`` runs test number ``k``; ``ahead``: a step
+    of the binary search run before it is asked (in a state folder of its
+    own). ``before_start(key)`` runs before a test starts, ``adopt(key,
+    outcome)`` when the verdict of a step run ahead is used."""
+
+    def __init__(self, run: Callable[[_Key, int, StopSignal, bool], _Outcome], jobs: int,
+                 plan: dict[str, list[Any]], say: Callable[[str], None],
+                 before_start: Callable[[_Key], None] = lambda key: None,
+                 adopt: Callable[[_Key, _Outcome], None] = lambda key, o: None) -> None:
+        if jobs < 1:
+            raise ValueError(f"jobs: {jobs!r} given; at least 1 test must run at a time")
+        self._run, self._jobs, self._plan, self._say = run, jobs, plan, say
+        self._before_start, self._adopt = before_start, adopt
+        self._cond = threading.Condition()
+        self._done: dict[_Key, _Outcome] = {}
+        self._running: dict[_Key, tuple[threading.Thread, StopSignal]] = {}
+        self._asked: set[_Key] = set()
+        self._error: BaseException | None = None
+        self._t0 = time.monotonic()
+        self.entries: list[dict[str, Any]] = []
+
+    def candidates(self) -> list[_Key]:
+        """The independent tests the bisector may still ask for, in its
+        order: each backend not yet known to pass, up to the first known to
+        fail; then that backend's subsystems disabled, up to the first that
+        fixes the error. While no backend is known to fail, inductor's
+        subsystems are guessed (torch.compile's default backend: its tests
+        are the longest, and the usual answer)."""
+        out: list[_Key] = []
+        failing = None
+        for backend in self._plan:
+            o = self._done.get(_Key(backend))
+            if o is None:
+                out.append(_Key(backend))
+                continue
+            if o.ok is None:  # the bisect stops when it asks for this one: nothing after it is asked
+                return out
+            if not o.ok:
+                failing = backend
+                break
+        if failing is None:
+            if _Key("inductor") not in out:
+                return out
+            failing = "inductor"
+        for sub in self._plan[failing]:
+            key = _Key(failing, sub.name, "test_disable")
+            o = self._done.get(key)
+            if o is None:
+                out.append(key)
+            elif o.ok is not False:  # disabling it fixes the error (or it cannot be judged): the last asked
+                break
+        return out
+
+    @staticmethod
+    def next_steps(asked: _Key) -> list[_Key]:
+        """The binary-search steps the bisector asks for after ``asked``:
+        the lower half (its test fails) first, then the upper half."""
+        if asked.state != "bisect" or asked.span is None:
+            return []
+        low, high = asked.span
+        mid = (low + high) // 2
+        return [replace(asked, span=span) for span in ((low, mid), (mid + 1, high)) if span[0] != span[1]]
+
+    def ask(self, key: _Key) -> bool:
+        """The verdict of ``key``'s test (True: passes), run now unless it
+        ran or runs already; raises _Abort when it could not be judged."""
+        with self._cond:
+            self._asked.add(key)
+            while key not in self._done:
+                if self._error is not None:
+                    raise self._error
+                self._schedule(key)
+                self._cond.wait()
+            o = self._done[key]
+            o.entry["used"] = True
+            if o.ok is None:
+                raise _Abort(f"test {o.entry['test']}: {o.entry['seen']} (log {o.entry['log']})")
+            if o.debug is not None:
+                self._adopt(key, o)
+            return o.ok
+
+    def close(self, reason: str) -> None:
+        """Stops every test still running (``reason`` in its record) and
+        waits for their threads."""
+        with self._cond:
+            running = list(self._running.values())
+            for _, stop in running:
+                stop.set(reason)
+        for thread, _ in running:
+            thread.join()
+        self.entries.sort(key=lambda e: e["test"])
+
+    def _schedule(self, asked: _Key) -> None:
+        """Starts ``asked`` (over the limit if need be: the bisector waits
+        for it), stops what can no longer be asked for, and fills the free
+        places with the next candidates. Holds the lock."""
+        cands = self.candidates() + self.next_steps(asked) if self._jobs > 1 else []
+        if asked not in self._running:
+            self._start(asked)
+        for key, (_, stop) in self._running.items():
+            if key not in cands and key not in self._asked:
+                stop.set("not needed: the bisector will not ask for this test")
+        busy = sum(not stop.is_set() for _, stop in self._running.values())
+        for key in cands:
+            if busy >= self._jobs:
+                break
+            if key not in self._done and key not in self._running:
+                self._start(key)
+                busy += 1
+
+    def _start(self, key: _Key) -> None:
+        """Starts ``key``'s test in a thread. Holds the lock."""
+        self._before_start(key)
+        k = len(self.entries)
+        ahead = key not in self._asked
+        entry: dict[str, Any] = {"test": k, "backend": key.backend, "subsystem": key.subsystem, "state": key.state,
+                                 "range": list(key.span) if key.span else None, "passed": None, "seen": "",
+                                 "local_error": None, "seconds": None, "log": None, "speculative": ahead,
+                                 "used": False, "started": round(time.monotonic() - self._t0, 2)}
+        self.entries.append(entry)
+        stop = StopSignal()
+        thread = threading.Thread(target=self._work, args=(key, k, stop, entry, ahead and key.state == "bisect"),
+                                  name=f"bisect-{k}", daemon=True)
+        self._running[key] = (thread, stop)
+        thread.start()
+
+    def _work(self, key: _Key, k: int, stop: StopSignal, entry: dict[str, Any], own_state: bool) -> None:
+        """A test's thread: runs it and files the outcome."""
+        try:
+            o = self._run(key, k, stop, own_state)
+        except BaseException as e:  # noqa: BLE001  handed to the bisector's thread, which raises it
+            with self._cond:
+                self._running.pop(key, None)
+                if self._error is None:
+                    self._error = e
+                self._cond.notify_all()
+            return
+        with self._cond:
+            self._running.pop(key, None)
+            entry.update({f: v for f, v in o.entry.items() if f in _RUN_FIELDS})
+            if stop.is_set():
+                # Stopped: no verdict. It is not kept as one, so that a test asked for after all runs again.
+                entry["passed"], entry["seen"] = None, f"stopped ({stop.reason})"
+            else:
+                self._done[key] = _Outcome(o.ok, entry, o.debug)
+            self._cond.notify_all()
+            said = entry["seen"] if stop.is_set() else (
+                f"{ {True: 'pass', False: 'FAIL', None: 'not judged'}[o.ok]} ({entry['seen']})")
+            how = "run ahead" if entry["speculative"] else "asked"
+            self._say(f"    test {k}: {key.describe()}: {said} in {entry['seconds'] or 0:.1f} s, {how}")
+
+
+#: The tests[] fields a test's run gives.
+_RUN_FIELDS = ("passed", "seen", "local_error", "seconds", "log")
+
+
 def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps: int | None,
-           say: Callable[[str], None], select: str | None = None, backward: bool = False) -> BisectResult:
+           say: Callable[[str], None], select: str | None = None, backward: bool = False,
+           jobs: int | None = None) -> BisectResult:
     """Runs the bisect; see the module docstring. ``select``: the
     ``replay.list`` item that selects ``module`` (default its path, which
     also replays its submodules and modules such as ``layers.10`` for
-    ``layers.1``: judged the same, at more cost)."""
-    from torch._inductor.compiler_bisector import CompilerBisector as CB
-
+    ``layers.1``: judged the same, at more cost). ``jobs``: tests run at
+    once (default :func:`default_jobs`; 1: one at a time, when asked)."""
     work = out / "runs" / "bisect"
-    cache = work / "inductor_cache"
     work.mkdir(parents=True, exist_ok=True)
-    result = BisectResult()
 
-    def test() -> bool:
-        k = len(result.tests)
-        backend, subsystem = CB.get_backend(), CB.get_subsystem()
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
-        state = None
-        if backend:
-            env["TORCH_COMPILE_BACKEND"] = backend
-            env["TORCH_BISECT_BACKEND"] = backend
-        if subsystem:
-            env["TORCH_BISECT_SUBSYSTEM"] = subsystem
-            state = CB.get_run_state(backend, subsystem)
-            if state == "test_disable":
+    def run_one(key: _Key, k: int, stop: StopSignal, cache: Path) -> _Outcome:
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCH_COMPILE_BACKEND": key.backend,
+               "TORCH_BISECT_BACKEND": key.backend}
+        if key.subsystem:
+            env["TORCH_BISECT_SUBSYSTEM"] = key.subsystem
+            if key.state == "test_disable":
                 env["TORCH_BISECT_MAX"] = "-1"
-        span = ""
-        if subsystem and state == "bisect":
-            low, high = CB.get_bisect_range(backend, subsystem)
-            span = f", range [{low}, {high}]"
         dump = work / f"test{k}"
         cfg = write_config(work / f"test{k}.json", dump, "L0", [select or module], replay=True, backward=backward)
         env["GRAPHPROBE_CONFIG"] = str(cfg)
-        rec = runner.run(f"bisect-{k}", target_cmd, env)
+        rec = runner.run(f"bisect-{k}", target_cmd, env, stop=stop)
         if rec.exit_code != 0:
             why = f"exit {rec.exit_code}" + (f", {rec.note}" if rec.note else "")
             ok, seen, le = False, f"the command failed ({why})", None
         else:
             ok, seen, le = _judge(dump, module, steps)
-            if ok is None:
-                result.tests.append({"test": k, "backend": backend, "subsystem": subsystem, "state": state,
-                                     "passed": None, "seen": seen, "local_error": None, "seconds": rec.seconds,
-                                     "log": rec.log})
-                raise _Abort(f"test {k}: {seen} (log {rec.log})")
-        result.tests.append({"test": k, "backend": backend, "subsystem": subsystem, "state": state, "passed": ok,
-                             "seen": seen, "local_error": le, "seconds": rec.seconds, "log": rec.log})
-        what = f"backend {backend}" + (f", {subsystem} ({state}{span})" if subsystem else "")
-        say(f"    test {k}: {what}: {'pass' if ok else 'FAIL'} ({seen}) in {rec.seconds:.1f} s")
         shutil.rmtree(dump, ignore_errors=True)  # the verdict is kept; the dumps of ~20 tests are not needed
-        return bool(ok)
+        return _Outcome(ok, {"passed": ok, "seen": seen, "local_error": le, "seconds": rec.seconds, "log": rec.log})
 
-    log = work / "bisector.log"
+    return _drive(run_one, work / "inductor_cache", work / "bisector.log", jobs or default_jobs(), say)
+
+
+def _link_tree(src: Path, dst: Path, skip: str) -> None:
+    """``dst``: ``src``'s folders, its files hard-linked (inductor's
+    compiled kernels, which it reads by their source's hash), except the
+    entry ``skip``. Files that go away meanwhile are left out."""
+    for root, dirs, files in os.walk(src):
+        rel = Path(root).relative_to(src)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d != skip]
+            files = [f for f in files if f != skip]
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            with contextlib.suppress(OSError):
+                os.link(Path(root) / name, dst / rel / name)
+
+
+def _drive(run_one: TestFn, cache: Path, log: Path, jobs: int, say: Callable[[str], None]) -> BisectResult:
+    """Runs torch's bisector with ``run_one`` as its (memoized, parallel)
+    predicate, its state in ``cache``/bisect and its prints in ``log``.
+
+    A binary-search step run ahead gets a cache folder of its own next to
+    ``cache``: ``cache``'s files hard-linked (the kernels compiled so far)
+    and the bisector's state for that step (run state ``bisect``, its
+    range) written there; the notes its child writes on the applications
+    it saw are handed to the bisector's folder when its verdict is used."""
+    from torch._inductor.compiler_bisector import BACKENDS, ConfigChange
+    from torch._inductor.compiler_bisector import CompilerBisector as CB
+
+    result = BisectResult(jobs=jobs)
+
+    def write_config_change(key: _Key) -> None:
+        # A config change's child reads its value from the bisector's state folder; the bisector writes it only
+        # when it reaches that test, so a test run ahead has it written here first (the bisector's own writer,
+        # the same line), in the bisector's thread.
+        if key.state == "test_disable":
+            sub = next(s for s in BACKENDS[key.backend] if s.name == key.subsystem)
+            if isinstance(sub, ConfigChange):
+                CB.set_config_values(key.backend, sub.name, {sub.config_field: sub.config_value})
+
+    def debug_file(root: Path, key: _Key) -> Path:
+        return root / "bisect" / key.backend / f"{key.subsystem}_call_counter_debug_info.txt"
+
+    def run(key: _Key, k: int, stop: StopSignal, own_state: bool) -> _Outcome:
+        if not own_state:
+            return run_one(key, k, stop, cache)
+        assert key.span is not None and key.subsystem is not None
+        own = cache.parent / f"{cache.name}_test{k}"
+        try:
+            _link_tree(cache, own, skip="bisect")
+            state = own / "bisect" / key.backend
+            CB.write_lines_to_file(str(state / f"{key.subsystem}_run_state.txt"), ["bisect"])
+            CB.write_lines_to_file(str(state / f"{key.subsystem}_bisect_range.txt"),
+                                   [f"low={key.span[0]}\n", f"high={key.span[1]}\n"])
+            o = run_one(key, k, stop, own)
+            o.debug = CB.read_lines_from_file(str(debug_file(own, key)))
+            return o
+        finally:
+            shutil.rmtree(own, ignore_errors=True)
+
+    def adopt(key: _Key, o: _Outcome) -> None:
+        # The bisector emptied its notes before asking (reset_counters); the child run ahead wrote them elsewhere.
+        CB.write_lines_to_file(str(debug_file(cache, key)), o.debug or [])
+
+    tests: _Tests | None = None
+
+    def predicate() -> bool:
+        nonlocal tests
+        if tests is None:  # the plan is read once the bisector has started (it may add pre_grad_graph then)
+            tests = _Tests(run, jobs, {b: list(subs) for b, subs in BACKENDS.items()}, say, write_config_change,
+                           adopt)
+        backend, subsystem = CB.get_backend(), CB.get_subsystem()
+        assert backend is not None, "the bisector asked for a test without a backend"
+        state = CB.get_run_state(backend, subsystem) if subsystem else None
+        span = CB.get_bisect_range(backend, subsystem) if subsystem and state == "bisect" else None
+        return tests.ask(_Key(backend, subsystem, state, span))
+
     saved = CB.in_process_cache
     CB.in_process_cache = str(cache)
     try:
         with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
             try:
-                found = CB.do_bisect(test, cli_interface=False)
+                found = CB.do_bisect(predicate, cli_interface=False)
             except BaseException as e:
+                if tests is not None:
+                    tests.close("the bisect stopped")
                 # The bisector empties its state folder (our cache) when its frame goes; a traceback kept by the
                 # caller (a Ctrl-C handled above) would delay that until in_process_cache is no longer ours.
                 traceback.clear_frames(e.__traceback__)
                 raise
+            if tests is not None:
+                tests.close("not needed: the bisector has its answer")
     except _Abort as e:
         result.note = f"bisect stopped: {e}"
         return result
     finally:
         CB.in_process_cache = saved
+        if tests is not None:
+            result.tests = tests.entries
+        # A test stopped after the bisector emptied the folder may have written into it again.
+        shutil.rmtree(cache, ignore_errors=True)
     if found is None:
         result.note = ("no backend reproduces the error: every test passed (the error is not in code the "
                        "compiler bisector controls, or it needs more than torch.compile)")

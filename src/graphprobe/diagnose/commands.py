@@ -8,12 +8,13 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["CONTROLLED_ENV", "CommandRecord", "Runner", "printable", "say_to"]
+__all__ = ["CONTROLLED_ENV", "CommandRecord", "Runner", "StopSignal", "printable", "say_to"]
 
 #: The variables diagnose sets in some runs: removed from every run's inherited
 #: environment first, so that a value left in the user's shell (or by a tool
@@ -81,26 +82,58 @@ def say_to(stream=None) -> Callable[[str], None]:
     return say
 
 
+class StopSignal:
+    """Asks a command that another thread runs (:meth:`Runner.run`) to
+    stop: its process group is stopped and its record's note says why."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def set(self, reason: str) -> None:
+        """Asks the command to stop; ``reason`` goes into its record's note."""
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    def is_set(self) -> bool:
+        """Whether a stop was asked."""
+        return self._event.is_set()
+
+
+class _Stopped(Exception):
+    """The command's :class:`StopSignal` was set."""
+
+
 @dataclass
 class Runner:
-    """Runs commands into ``log_dir`` and keeps their records."""
+    """Runs commands into ``log_dir`` and keeps their records. Several
+    threads may run commands at once (the bisect's parallel tests): the log
+    numbers and ``records`` are kept under a lock."""
 
     log_dir: Path
     timeout: float | None = None
     records: list[CommandRecord] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _started: int = field(default=0, repr=False, compare=False)
 
-    def run(self, stage: str, argv: list[str], env: dict[str, str], unset: tuple[str, ...] = ()) -> CommandRecord:
+    def run(self, stage: str, argv: list[str], env: dict[str, str], unset: tuple[str, ...] = (),
+            stop: StopSignal | None = None) -> CommandRecord:
         """Runs ``argv`` with ``env`` added to (and ``unset`` and
         :data:`CONTROLLED_ENV` removed from) this process's environment;
         stdout and stderr go to a log file. The command runs in its own
-        process group (session): a timeout or a Ctrl-C of diagnose stops
-        the whole group (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`),
-        so that no child of the command (a shell's python, a compile worker)
-        is left running. A command that cannot start or is killed has exit
-        code None and says why in ``note``; a Ctrl-C is recorded, then
-        re-raised."""
+        process group (session): a timeout, a Ctrl-C of diagnose or a set
+        ``stop`` stops the whole group (SIGTERM, then SIGKILL after
+        :data:`STOP_GRACE_S`), so that no child of the command (a shell's
+        python, a compile worker) is left running. A command that cannot
+        start or is killed has exit code None and says why in ``note``; a
+        Ctrl-C is recorded, then re-raised."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = self.log_dir / f"{len(self.records):03d}_{stage}.log"
+        with self._lock:
+            # Numbered when started (records are kept when done): two commands running at once get two numbers.
+            number = self._started
+            self._started += 1
+        log = self.log_dir / f"{number:03d}_{stage}.log"
         full = {k: v for k, v in os.environ.items() if k not in CONTROLLED_ENV and k not in unset}
         full.update(env)
         t0 = time.monotonic()
@@ -118,7 +151,7 @@ class Runner:
                 note = f"cannot start {argv[0]!r}: {e.strerror or e}"
             else:
                 try:
-                    _wait_unreaped(proc, self.timeout)
+                    _wait_unreaped(proc, self.timeout, stop)
                     # The command is done; its children may not be (a server it started, a `sleep &`): diagnose
                     # runs it up to 25 times, so what is left of its process group is stopped now.
                     left = _stop_leftovers(proc.pid)
@@ -134,27 +167,34 @@ class Runner:
                 except subprocess.TimeoutExpired:
                     _stop(proc)
                     note = f"killed after {self.timeout:.0f} s (--timeout), with its child processes"
+                except _Stopped:
+                    _stop(proc)
+                    note = f"stopped with its child processes: {stop.reason if stop else ''}"
                 except BaseException:  # Ctrl-C (or SIGTERM, see diagnose): stop the command, record it, go on up
                     _stop(proc)
-                    self.records.append(CommandRecord(stage, list(argv), dict(env), None,
-                                                      round(time.monotonic() - t0, 2), str(log),
-                                                      "interrupted: stopped with its child processes"))
+                    with self._lock:
+                        self.records.append(CommandRecord(stage, list(argv), dict(env), None,
+                                                          round(time.monotonic() - t0, 2), str(log),
+                                                          "interrupted: stopped with its child processes"))
                     raise
         rec = CommandRecord(stage, list(argv), dict(env), code, round(time.monotonic() - t0, 2), str(log), note)
-        self.records.append(rec)
+        with self._lock:
+            self.records.append(rec)
         return rec
 
 
-def _wait_unreaped(proc: subprocess.Popen, timeout: float | None) -> None:
-    """Waits until ``proc`` exits (TimeoutExpired after ``timeout`` s)
-    without reaping it: while the leader is a zombie its pid, which is its
-    process group's id, cannot be reused, so signalling the group after it
-    exited cannot reach an unrelated process."""
+def _wait_unreaped(proc: subprocess.Popen, timeout: float | None, stop: StopSignal | None = None) -> None:
+    """Waits until ``proc`` exits (TimeoutExpired after ``timeout`` s,
+    _Stopped once ``stop`` is set) without reaping it: while the leader is
+    a zombie its pid, which is its process group's id, cannot be reused, so
+    signalling the group after it exited cannot reach an unrelated process."""
     deadline = None if timeout is None else time.monotonic() + timeout
     pause = 0.001
     while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
         if deadline is not None and time.monotonic() >= deadline:
             raise subprocess.TimeoutExpired(proc.args, timeout)
+        if stop is not None and stop.is_set():
+            raise _Stopped()
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 

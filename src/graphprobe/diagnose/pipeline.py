@@ -77,7 +77,8 @@ class DiagnoseOptions:
     command), ``reference_command`` (None: the same with
     ``TORCHDYNAMO_DISABLE=1``), the screen's ``level``, ``steps`` compared
     (None: all), ``bisect`` on or off, ``out`` folder, per-command
-    ``timeout`` in seconds (None: none)."""
+    ``timeout`` in seconds (None: none), bisect tests run at once
+    ``jobs`` (None: one per CPU, :func:`.bisect.default_jobs`)."""
 
     command: list[str]
     out: str = "graphprobe_diagnose"
@@ -86,6 +87,7 @@ class DiagnoseOptions:
     steps: int | None = None
     bisect: bool = True
     timeout: float | None = None
+    jobs: int | None = None
 
 
 def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
@@ -163,10 +165,14 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
             from graphprobe.diagnose.bisect import bisect
 
             t0 = time.monotonic()
+            from graphprobe.diagnose.bisect import default_jobs
+
+            jobs = opts.jobs or default_jobs()
             say(f"[3/4] bisect: torch's CompilerBisector, pass = replay judges {at.origin.module} not 'creates' "
-                "(one run of the command per test)")
+                f"(one run of the command per test, up to {jobs} at once)")
             b = bisect(runner, out, opts.command, at.origin.module, opts.steps, say,
-                       select=selector(at.origin.module, at.origin.entry), backward=".backward." in first.entry)
+                       select=selector(at.origin.module, at.origin.entry), backward=".backward." in first.entry,
+                       jobs=jobs)
             d["stages"]["bisect"] = round(time.monotonic() - t0, 2)
             d["bisect"] = b.as_json()
             say(f"  result: backend {b.backend}, subsystem {b.subsystem}, bisect number {b.bisect_number}, "

@@ -39,7 +39,7 @@ def format_text(d: dict[str, Any]) -> str:
         if b.get("backend"):
             lines.append(f"bisect:           backend {b['backend']}, subsystem {b.get('subsystem') or '-'}, bisect "
                          f"number {b.get('bisect_number') if b.get('bisect_number') is not None else '-'}, debug info "
-                         f"{b.get('debug_info') or '-'} ({len(b.get('tests', []))} tests)")
+                         f"{b.get('debug_info') or '-'} ({_tests_said(b.get('tests', []))})")
         lines.append(f"                  {b.get('note', '')}")
     elif d.get("bisect_skipped"):
         lines.append(f"bisect:           skipped ({d['bisect_skipped']})")
@@ -57,8 +57,19 @@ def format_text(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _result(passed: Any) -> str:
-    """A bisect test's result: pass, FAIL, or not judged (the bisect stopped there)."""
+def _tests_said(tests: list[dict[str, Any]]) -> str:
+    """How many bisect tests the bisector asked for, and how many more ran
+    ahead of it without being asked for (issue #37's parallel bisect)."""
+    used = sum(1 for t in tests if t.get("used", True))
+    extra = len(tests) - used
+    return f"{used} tests" + (f", {extra} more run ahead and not needed" if extra else "")
+
+
+def _result(passed: Any, seen: str = "") -> str:
+    """A bisect test's result: pass, FAIL, stopped (not needed), or not
+    judged (the bisect stopped there)."""
+    if passed is None and seen.startswith("stopped"):
+        return "stopped"
     return "pass" if passed is True else "FAIL" if passed is False else "not judged (the bisect stopped)"
 
 
@@ -71,7 +82,10 @@ def _html(d: dict[str, Any], text: str) -> str:
         for m in (d.get("attribution") or {}).get("modules", []))
     tests = "".join(
         f"<tr><td>{t['test']}</td><td>{e(str(t['backend']))}</td><td>{e(str(t['subsystem'] or ''))}</td>"
-        f"<td>{e(str(t['state'] or ''))}</td><td>{_result(t.get('passed'))}</td><td>{e(t['seen'])}</td></tr>"
+        f"<td>{e(str(t['state'] or ''))}{e(' ' + str(t['range']) if t.get('range') else '')}</td>"
+        f"<td>{_result(t.get('passed'), t['seen'])}</td><td>{e(t['seen'])}</td>"
+        f"<td>{'ahead' if t.get('speculative') else 'asked'}{'' if t.get('used', True) else ', not used'}</td>"
+        f"<td>{_num(t.get('seconds'))}</td></tr>"
         for t in (d.get("bisect") or {}).get("tests", []))
     cmds = "".join(f"<tr><td>{e(c['stage'])}</td><td>{c['exit_code']}</td><td>{c['seconds']:.1f}</td>"
                    f"<td><code>{e(shlex.join(c['argv']))}</code></td><td>{e(c['log'])}</td></tr>"
@@ -83,7 +97,7 @@ padding:1em}}</style></head><body><h1>graphprobe diagnose</h1><pre>{e(text)}</pr
 <h2>Attribution (replay)</h2><table><tr><th>module</th><th>verdict</th><th>local error</th><th>eager local error</th>
 <th>float64 error</th><th>reason</th></tr>{rows}</table>
 <h2>Bisect</h2><table><tr><th>test</th><th>backend</th><th>subsystem</th><th>state</th><th>result</th><th>seen</th>
-</tr>{tests}</table><h2>Commands</h2><table><tr><th>stage</th><th>exit</th><th>s</th><th>command</th><th>log</th></tr>
+<th>run</th><th>s</th></tr>{tests}</table><h2>Commands</h2><table><tr><th>stage</th><th>exit</th><th>s</th><th>command</th><th>log</th></tr>
 {cmds}</table><h2>diagnosis.json</h2><pre>{e(json.dumps(d, indent=1))}</pre></body></html>"""
 
 
