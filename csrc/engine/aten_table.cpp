@@ -7,7 +7,6 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
-#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -41,11 +40,12 @@ class AtenTable final : public DeviceTable {
   }
 
   // No checksum kernel composed of aten ops (docs/formats.md): `checksum` is
-  // ignored and the record's md5 is null.
-  void record(const at::Tensor& x, int64_t row, bool /*checksum*/, bool /*sketch*/) override {
+  // ignored and the record's md5 is null. The Sketch costs ops of its own
+  // here, so `sketch` (statistics.sketch) is honoured.
+  void record(const at::Tensor& x, int64_t row, bool /*checksum*/, bool sketch) override {
     const at::Tensor r = row_view(row);
     const c10::DeviceGuard guard(device_);
-    stats::record_row_aten(x, r, counters_);
+    stats::record_row_aten(x, r, counters_, sketch);
   }
 
   void write_values(const at::Tensor& values, int64_t row) override {
@@ -86,7 +86,7 @@ class AtenTable final : public DeviceTable {
   }
 
  private:
-  // Row `row` as int32 [8]. Under the lock: another thread's add_row() may
+  // Row `row` as int32 [stats::kDeviceRowWords]. Under the lock: another thread's add_row() may
   // be growing the chunk list (the chunks themselves never move).
   at::Tensor row_view(int64_t row) {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -103,8 +103,8 @@ class AtenTable final : public DeviceTable {
     return rt_.allocate_table(device_.index(), words);
   }
 
-  // A device row holds the columns up to column::kWrites; the checksum
-  // columns stay 0 (none computed).
+  // A device row holds the columns up to column::kWrites, then the Sketch's
+  // four (stats/stats_aten.h); the checksum columns stay 0 (none computed).
   static Row to_row(const int32_t* w) {
     Row r{};
     for (int c = column::kMax; c <= column::kSumSq; ++c) {
@@ -113,7 +113,11 @@ class AtenTable final : public DeviceTable {
       r.v[c] = f;
     }
     for (int c = column::kNanCount; c <= column::kWrites; ++c) r.v[c] = w[c];
-    for (int c = column::kSketch0; c <= column::kSketch3; ++c) r.v[c] = std::numeric_limits<double>::quiet_NaN();
+    for (int k = 0; k < column::kSketch3 - column::kSketch0 + 1; ++k) {
+      float f = 0;
+      std::memcpy(&f, &w[stats::kDeviceSketchWord + k], sizeof(f));
+      r.v[column::kSketch0 + k] = f;  // NaN where the row has none
+    }
     return r;
   }
 
@@ -134,7 +138,7 @@ class AtenTable final : public DeviceTable {
   bool enabled_;  // the value last written to the device; changed under the engine's lock
   at::Tensor counters_;  // int32 [3]: epoch, last sequence number, live switch
   mutable std::mutex mu_;  // guards chunks_ and rows_
-  std::vector<at::Tensor> chunks_;  // int32 [kChunkRows, 8] each
+  std::vector<at::Tensor> chunks_;  // int32 [kChunkRows, stats::kDeviceRowWords] each
   int64_t rows_ = 0;
 };
 

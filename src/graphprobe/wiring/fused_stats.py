@@ -33,13 +33,13 @@ ENV_SWITCH = "GRAPHPROBE_FUSED_STATS"
 (default off: on this project's CPU benchmarks they cost about twice the
 compile time and were not faster; see benchmarks/results)."""
 
-FORM = 3
+FORM = 5
 """The version of :func:`_lower_fusable`, passed to every fusable probe. It
 is a constant in the traced graph, and inductor's on-disk caches key on the
 graph, not on this module's code: bump it whenever the lowering changes what
 the compiled code computes, or code compiled by the earlier lowering is
 reused. (1 was a decomposition that fused every probe; 2 summed in
-float32.)"""
+float32; 3 had no Sketch.)"""
 
 # The dtypes whose statistics the fused path computes; others (integers,
 # bool, float8, complex) keep the opaque kernel.
@@ -151,6 +151,8 @@ def _lower_fusable(x, site: int, index: int, form: int):  # type: ignore[no-unty
         total(wide),
         total(lowerings[aten.mul.Tensor](wide, wide)),
         total(nan, dtype=count),
+        # The Sketch (docs/formats.md), in the same loop: four more sums.
+        *[total(part) for part in _sketch_terms(x, wide)],
     ]
     values = _gather(parts, x.get_device())
     record = fallback_handler(torch.ops.graphprobe.record_values.default, add_to_fallback_set=False)
@@ -158,8 +160,121 @@ def _lower_fusable(x, site: int, index: int, form: int):  # type: ignore[no-unty
     return None
 
 
+# The Sketch's constants: csrc/stats/sketch.h (the key) and
+# csrc/stats/checksum.h (fmix64's multipliers).
+_SKETCH_KEY = 0xD1B54A32D192ED03
+_FMIX_C1 = 0xFF51AFD7ED558CCD
+_FMIX_C2 = 0xC4CEB9FE1A85EC53
+_SKETCH_GROUP = 16  # elements per hash: 16 lanes x 4 sign bits
+_LOW32 = (1 << 32) - 1
+
+
+class _Int64Ops:
+    """What :func:`_sketch_hash` computes with, on non-negative int64 values
+    below 2**63: inductor's ``ops`` (below) or torch tensors (the tests)."""
+
+    def __init__(self, ops) -> None:  # type: ignore[no-untyped-def]
+        self._ops = ops
+
+    def const(self, value: int):  # type: ignore[no-untyped-def]
+        return self._ops.constant(value, torch.int64)
+
+    def add(self, a, b):  # type: ignore[no-untyped-def]
+        return self._ops.add(a, b)
+
+    def mul(self, a, c: int):  # type: ignore[no-untyped-def]
+        return self._ops.mul(a, self.const(c))
+
+    def mask(self, a, m: int):  # type: ignore[no-untyped-def]
+        return self._ops.bitwise_and(a, self.const(m))
+
+    def shr(self, a, s: int):  # type: ignore[no-untyped-def]
+        return self._ops.bitwise_right_shift(a, self.const(s))
+
+    def xor(self, a, b):  # type: ignore[no-untyped-def]
+        return self._ops.bitwise_xor(a, b)
+
+
+def _mul_limbs(o, hi, lo, c: int):  # type: ignore[no-untyped-def]
+    """(hi, lo) * c mod 2**64, the 64-bit value as two 32-bit limbs held in
+    int64s. Products of a limb and a 16-bit piece of c stay below 2**48, so
+    no step overflows int64: inductor's C++ is compiled without -fwrapv, and
+    gcc folded a wrapping int64 product of the plain formulation into
+    INT64_MAX (a wrong Sketch on small tensors; found while writing this)."""
+    c0, c1, c2, c3 = (c >> 16 * j & 0xFFFF for j in range(4))
+    p1 = o.mul(lo, c1)
+    t = o.add(o.mul(lo, c0), o.mul(o.mask(p1, 0xFFFF), 1 << 16))
+    carry = o.add(o.shr(t, 32), o.shr(p1, 16))
+    # The high limb takes lo * (c's high half) and hi * (c's low half),
+    # each modulo 2**32, and the carry out of the low limb.
+    high = o.add(o.mul(lo, c2), o.mul(o.mask(o.mul(lo, c3), 0xFFFF), 1 << 16))
+    high = o.add(high, o.add(o.mul(hi, c0), o.mul(o.mask(o.mul(hi, c1), 0xFFFF), 1 << 16)))
+    return o.mask(o.add(high, carry), _LOW32), o.mask(t, _LOW32)
+
+
+def _sketch_hash(o, group_plus_one):  # type: ignore[no-untyped-def]
+    """fmix64((g + 1) * key) of csrc/stats/sketch.h as its (high, low) 32-bit
+    limbs, from g + 1 (an int64 below 2**63) with the operations of ``o``."""
+    hi, lo = o.shr(group_plus_one, 32), o.mask(group_plus_one, _LOW32)
+    hi, lo = _mul_limbs(o, hi, lo, _SKETCH_KEY)
+    for c in (_FMIX_C1, _FMIX_C2, None):
+        lo = o.xor(lo, o.shr(hi, 1))  # x ^= x >> 33: the high limb's bits 1..31 into the low limb
+        if c is not None:
+            hi, lo = _mul_limbs(o, hi, lo, c)
+    return hi, lo
+
+
+def _sketch_terms(x, wide):  # type: ignore[no-untyped-def]
+    """The four tensors whose sums are the Sketch (docs/formats.md):
+    ``wide`` (x in float64, rounded as stored) with element i (row-major)
+    negated where bit ``4 * (i % 16) + k`` of the group's hash is set.
+
+    The hashes are a buffer of their own, [groups, 2] int64 (the low and the
+    high 32 bits), made by a small kernel before the fused loop, so that the
+    ~70 integer operations of a hash are spent per 16 elements, not per
+    element; the fused loop loads the lane's limb and tests one bit per
+    projection. (Inductor may still inline the buffer into a small loop.)"""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import ops
+    from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+    device = x.get_device()
+    size = list(x.get_size())
+    groups = FloorDiv(x.get_numel() + (_SKETCH_GROUP - 1), _SKETCH_GROUP)
+    o = _Int64Ops(ops)
+
+    def group_hash(index):  # type: ignore[no-untyped-def]
+        hi, lo = _sketch_hash(o, ops.index_expr(index[0] + 1, torch.int64))
+        return ops.where(ops.eq(ops.index_expr(index[1], torch.int64), o.const(0)), lo, hi)
+
+    hashes = ir.Pointwise.create(device=device, dtype=torch.int64, inner_fn=group_hash, ranges=[groups, 2])
+    hashes.realize()
+    load_hash = hashes.make_loader()
+    load = wide.make_loader()
+    strides = ir.FlexibleLayout.contiguous_strides(size)
+
+    def term(k: int):  # type: ignore[no-untyped-def]
+        # Over the flat row-major index i, the range inductor flattens the
+        # other reductions' loops to, so that they share one loop: over x's
+        # own dims the group and lane expressions kept the loop from being
+        # flattened, and the Sketch was a second loop reading x again.
+        def inner(index):  # type: ignore[no-untyped-def]
+            (i,) = index
+            coords = [ModularIndexing(i, stride, n) for stride, n in zip(strides, size)]
+            # Lanes 0..7 take their bits from the low limb, 8..15 from the high.
+            limb = load_hash([FloorDiv(i, _SKETCH_GROUP), ModularIndexing(i, _SKETCH_GROUP // 2, 2)])
+            shift = ops.index_expr(4 * ModularIndexing(i, 1, _SKETCH_GROUP // 2) + k, torch.int64)
+            bit = o.mask(ops.bitwise_right_shift(limb, shift), 1)
+            value = load(coords)
+            return ops.where(ops.eq(bit, o.const(0)), value, ops.neg(value))
+
+        return ir.Pointwise.create(device=device, dtype=torch.float64, inner_fn=inner, ranges=[x.get_numel()])
+
+    return [term(k) for k in range(4)]
+
+
 def _gather(parts, device):  # type: ignore[no-untyped-def]
-    """The five 0-d results as one float64 vector (inductor's cat lowering
+    """The 0-d results as one float64 vector (inductor's cat lowering
     wants an FX node of its own)."""
     from torch._inductor import ir
     from torch._inductor.virtualized import ops
