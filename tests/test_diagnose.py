@@ -298,6 +298,8 @@ def test_cli_usage_errors(capsys, tmp_path):
     assert "no COMMAND" in capsys.readouterr().err
     assert main(["diagnose", "--reference-cmd", "'unclosed", "--", "true"]) == 2
     assert "--reference-cmd" in capsys.readouterr().err
+    assert main(["diagnose", "--jobs", "0", "--", "true"]) == 2  # at least one bisect test at a time
+    assert "--jobs" in capsys.readouterr().err
 
 
 def test_out_folder_of_something_else_is_refused(tmp_path, capsys):

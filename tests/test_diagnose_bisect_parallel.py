@@ -211,3 +211,34 @@ def test_the_eager_answer_stops_the_tests_run_ahead(tmp_path):
     assert [(t["used"], t["speculative"], t["passed"]) for t in res.tests] == [(True, False, False),
                                                                              (False, True, None)]
     assert res.tests[1]["seen"].startswith("stopped (not needed")
+
+
+def test_a_failure_beside_other_tests_runs_again_alone(tmp_path):
+    # The eager test's command fails whenever another test runs beside it (the machine's failure: memory, a shared
+    # GPU); alone it passes. Counted as a failing test, it would answer 'eager'; run again alone, the answer is
+    # the compiler's, as the sequential bisect finds it.
+    fake = Fake("inductor", "lowerings", bad=9, calls=39)
+    running: set[int] = set()
+    lock = threading.Lock()
+
+    def run_one(key: _Key, k: int, stop: StopSignal, cache: Path) -> _Outcome:
+        with lock:
+            running.add(k)
+        try:
+            time.sleep(0.05)
+            with lock:
+                crowded = len(running) > 1
+        finally:
+            with lock:
+                running.discard(k)
+        if key.backend == "eager" and crowded:
+            return _Outcome(False, {"passed": False, "seen": "the command failed (exit None, killed by SIGKILL)",
+                                    "local_error": None, "seconds": 0.05, "log": ""}, crashed=True)
+        ok = fake.child(key, cache)
+        return _Outcome(ok, {"passed": ok, "seen": "fake", "local_error": None, "seconds": 0.05, "log": ""})
+
+    res = _drive(run_one, tmp_path / "cache", tmp_path / "bisector.log", 2, lambda m: None)
+    assert (res.backend, res.subsystem, res.bisect_number, res.debug_info) == ("inductor", "lowerings", 9, "node9")
+    eager = [t for t in res.tests if t["backend"] == "eager"]
+    assert [t["used"] for t in eager] == [False, True] and "runs again alone" in eager[0]["seen"]
+    assert eager[1]["passed"] is True

@@ -39,7 +39,7 @@ from graphprobe.diagnose.commands import Runner, StopSignal
 from graphprobe.diagnose.configs import write_config
 from graphprobe.diagnose.replay_files import find_replays, read_replay
 
-__all__ = ["BisectResult", "bisect", "default_jobs"]
+__all__ = ["BisectResult", "MAX_DEFAULT_JOBS", "bisect", "default_jobs"]
 
 
 
@@ -47,13 +47,19 @@ class _Abort(Exception):
     """A test that cannot be judged: the bisect stops."""
 
 
+#: The most tests run at once by default: the bisector has at most 14 independent tests (5 backends, 9 inductor
+#: subsystems) and the binary search 2 steps ahead, and each test is a full run of the user's script (its memory).
+MAX_DEFAULT_JOBS = 8
+
+
 def default_jobs() -> int:
     """How many bisect tests run at once by default: the CPUs this process
-    may run on."""
+    may run on, at most :data:`MAX_DEFAULT_JOBS`."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # no affinity on this platform
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_JOBS))
 
 
 @dataclass
@@ -97,13 +103,15 @@ class _Key:
 
 @dataclass
 class _Outcome:
-    """What one test gave: ``ok`` (None: not judged), the tests[] entry and,
-    for a binary-search step run ahead in a folder of its own, the
-    bisector's notes on the applications it saw (``debug``)."""
+    """What one test gave: ``ok`` (None: not judged), the tests[] entry,
+    ``crashed`` (the command failed: exit code not 0, or killed) and, for a
+    binary-search step run ahead in a folder of its own, the bisector's
+    notes on the applications it saw (``debug``)."""
 
     ok: bool | None
     entry: dict[str, Any]
     debug: list[str] | None = None
+    crashed: bool = False
 
 
 #: Runs one test: (key, test number, stop signal, its TORCHINDUCTOR_CACHE_DIR) -> its outcome (``entry`` holds
@@ -140,7 +148,12 @@ class _Tests:
     ``run(key, k, stop, ahead)`` runs test number ``k``; ``ahead``: a step
     of the binary search run before it is asked (in a state folder of its
     own). ``before_start(key)`` runs before a test starts, ``adopt(key,
-    outcome)`` when the verdict of a step run ahead is used."""
+    outcome)`` when the verdict of a step run ahead is used.
+
+    A command that failed while other tests ran beside it gives no verdict:
+    the failure may be the machine's (memory, a GPU shared by the tests),
+    not the compiler's, and the sequential bisect would count it as a
+    failing test. When asked for, it runs again alone, nothing beside it."""
 
     def __init__(self, run: Callable[[_Key, int, StopSignal, bool], _Outcome], jobs: int,
                  plan: dict[str, list[Any]], say: Callable[[str], None],
@@ -152,8 +165,11 @@ class _Tests:
         self._before_start, self._adopt = before_start, adopt
         self._cond = threading.Condition()
         self._done: dict[_Key, _Outcome] = {}
-        self._running: dict[_Key, tuple[threading.Thread, StopSignal]] = {}
+        self._running: dict[_Key, tuple[threading.Thread, StopSignal, int]] = {}  # and the test's number
         self._asked: set[_Key] = set()
+        self._company: set[int] = set()  # the tests that ran while another one did
+        self._rerun_alone: set[_Key] = set()  # failed beside another test: to run alone when asked
+        self._alone: _Key | None = None  # the test running alone now
         self._error: BaseException | None = None
         self._t0 = time.monotonic()
         self.entries: list[dict[str, Any]] = []
@@ -223,9 +239,9 @@ class _Tests:
         waits for their threads."""
         with self._cond:
             running = list(self._running.values())
-            for _, stop in running:
+            for _, stop, _ in running:
                 stop.set(reason)
-        for thread, _ in running:
+        for thread, _, _ in running:
             thread.join()
         self.entries.sort(key=lambda e: e["test"])
 
@@ -233,13 +249,21 @@ class _Tests:
         """Starts ``asked`` (over the limit if need be: the bisector waits
         for it), stops what can no longer be asked for, and fills the free
         places with the next candidates. Holds the lock."""
-        cands = self.candidates() + self.next_steps(asked) if self._jobs > 1 else []
+        if asked in self._rerun_alone and asked not in self._running:
+            for _, stop, _ in self._running.values():
+                stop.set("stopped so that a test that failed beside others runs again alone")
+            if self._running:
+                return  # woken again as each one ends
+            self._rerun_alone.discard(asked)
+            self._alone = asked
+        alone = self._alone is not None and self._alone not in self._done
+        cands = self.candidates() + self.next_steps(asked) if self._jobs > 1 and not alone else []
         if asked not in self._running:
             self._start(asked)
-        for key, (_, stop) in self._running.items():
+        for key, (_, stop, _) in self._running.items():
             if key not in cands and key not in self._asked:
                 stop.set("not needed: the bisector will not ask for this test")
-        busy = sum(not stop.is_set() for _, stop in self._running.values())
+        busy = sum(not stop.is_set() for _, stop, _ in self._running.values())
         for key in cands:
             if busy >= self._jobs:
                 break
@@ -257,10 +281,12 @@ class _Tests:
                                  "local_error": None, "seconds": None, "log": None, "speculative": ahead,
                                  "used": False, "started": round(time.monotonic() - self._t0, 2)}
         self.entries.append(entry)
+        if self._running:
+            self._company.update([k, *(n for _, _, n in self._running.values())])
         stop = StopSignal()
         thread = threading.Thread(target=self._work, args=(key, k, stop, entry, ahead and key.state == "bisect"),
                                   name=f"bisect-{k}", daemon=True)
-        self._running[key] = (thread, stop)
+        self._running[key] = (thread, stop, k)
         thread.start()
 
     def _work(self, key: _Key, k: int, stop: StopSignal, entry: dict[str, Any], own_state: bool) -> None:
@@ -280,6 +306,9 @@ class _Tests:
             if stop.is_set():
                 # Stopped: no verdict. It is not kept as one, so that a test asked for after all runs again.
                 entry["passed"], entry["seen"] = None, f"stopped ({stop.reason})"
+            elif o.crashed and k in self._company:
+                entry["seen"] += "; it failed while other tests ran: it runs again alone before a verdict is used"
+                self._rerun_alone.add(key)
             else:
                 self._done[key] = _Outcome(o.ok, entry, o.debug)
             self._cond.notify_all()
@@ -321,7 +350,8 @@ def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps:
         else:
             ok, seen, le = _judge(dump, module, steps)
         shutil.rmtree(dump, ignore_errors=True)  # the verdict is kept; the dumps of ~20 tests are not needed
-        return _Outcome(ok, {"passed": ok, "seen": seen, "local_error": le, "seconds": rec.seconds, "log": rec.log})
+        return _Outcome(ok, {"passed": ok, "seen": seen, "local_error": le, "seconds": rec.seconds, "log": rec.log},
+                        crashed=rec.exit_code != 0)
 
     return _drive(run_one, work / "inductor_cache", work / "bisector.log", jobs or default_jobs(), say)
 

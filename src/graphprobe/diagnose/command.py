@@ -38,7 +38,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=int_at_least(1), default=None, metavar="S",
                    help="stop a command (and its child processes) that runs longer than S seconds (default: none)")
     p.add_argument("--jobs", type=int_at_least(1), default=None, metavar="N",
-                   help="bisect tests run at once (default: one per CPU; 1: one at a time, as torch's bisector)")
+                   help="bisect tests run at once (default: one per CPU, at most 8; 1: one at a time, as torch's "
+                   "bisector; each is a full run of COMMAND, with its memory)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to diagnose, after --")
     p.set_defaults(handler=run)
 
