@@ -7,7 +7,8 @@
 #   1. build   python3 setup.py build_ext --inplace with torch_npu importable:
 #              graphprobe._C and graphprobe._C_npu (needs CANN's set_env.sh)
 #   2. pytest  tests/npu (eager, torch.npu.NPUGraph replays with acl_save,
-#              torchair reduce-overhead (npugraph_ex), GE mode refused); a
+#              torchair reduce-overhead (npugraph_ex), GE mode refused; the
+#              Sketch's int64 hash ops on the device, test_npu_sketch.py); a
 #              skip fails (GRAPHPROBE_FAIL_ON_SKIP=1)
 #
 # Output also goes to $OUT/npu_check.log ($OUT defaults to /tmp/graphprobe-npu).

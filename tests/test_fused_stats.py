@@ -273,6 +273,7 @@ def test_integer_tensors_keep_the_opaque_probe(tmp_path):
     assert "torch.ops.graphprobe.record_stats_fusable.default" in code  # declined: stays opaque
     got = _read(tmp_path)["Torch.argmax.0.forward"]["output"][0]
     assert got["Max"] == torch.argmax(x, dim=-1).max().item()
+    assert "Sketch" not in got
 
 
 def test_tensor_task_compiles_the_opaque_probe_and_saves_tensors(tmp_path):
@@ -309,3 +310,94 @@ def test_observer_effect_on_bfloat16_model_does_not_grow(tmp_path):
     opaque = _observer_shift(torch.bfloat16, False, tmp_path)
     fused = _observer_shift(torch.bfloat16, True, tmp_path)
     assert fused <= opaque, f"fused probes move the output by {fused:.3g}, opaque ones by {opaque:.3g}"
+
+
+# -- the Sketch (docs/formats.md, "Sketch") in the fused loop ------------------
+
+
+class Doubled(torch.nn.Module):
+    """x * 2 (exact in every dtype), recorded as Torch.mul, and the same of
+    x's transpose, recorded as Torch.mul.1: a strided tensor (eager and
+    inductor keep the input's layout), whose Sketch follows its row-major
+    order, not its storage's."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.mul(x, 2.0), torch.mul(x.transpose(0, -1), 2.0)
+
+
+def _fused_sketch_cases() -> list[tuple[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(7)
+    return [
+        ("float32", torch.randn(5, 7, generator=g)),
+        ("float64", torch.randn(9, 13, generator=g, dtype=torch.float64)),
+        ("bfloat16", torch.randn(33, 47, generator=g).to(torch.bfloat16)),
+        ("float16", torch.randn(17, 3, generator=g).to(torch.float16)),
+        ("over-65536", torch.randn(3, 100_003, generator=g)),
+        ("single", torch.randn(1, 1, generator=g)),
+    ]
+
+
+def _assert_sketch(got: dict[str, Any], want: torch.Tensor, name: str) -> None:
+    from sketch_reference import sketch
+
+    assert "Sketch" in got, (name, got)
+    ref = sketch(want)
+    # Summed in float64 like Sum and Norm: only float64 rounding apart.
+    total = float(want.double().abs().sum())
+    for k in range(4):
+        assert abs(got["Sketch"][k] - ref[k]) <= 1e-12 * total, (name, k, got["Sketch"], ref)
+
+
+@pytest.mark.parametrize("name,x", _fused_sketch_cases(), ids=[c[0] for c in _fused_sketch_cases()])
+def test_fused_sketch_equals_the_definition(tmp_path, name, x):
+    model = Doubled()
+    dumper = _start(tmp_path, "L1", model, statistics={"list": ["mul"]})
+    _, code = _run_compiled(model, x)
+    dumper.step()
+    dumper.stop()
+    calls = list(_probe_calls(code).values())
+    # The two outputs; the inputs are x (a graph input) and its transpose.
+    assert calls.count("record_values") == 2, calls
+    data = _read(tmp_path)
+    _assert_sketch(data["Torch.mul.0.forward"]["output"][0], x * 2.0, name)
+    strided = x.transpose(0, -1) * 2.0
+    assert not strided.is_contiguous() or x.shape[0] == 1
+    _assert_sketch(data["Torch.mul.1.forward"]["output"][0], strided, name + "-transposed")
+
+
+def test_fused_sketch_under_dynamic_shapes(tmp_path):
+    model = Doubled()
+    dumper = _start(tmp_path, "L1", model, statistics={"list": ["mul"]})
+    compiled = torch.compile(model, backend="inductor", dynamic=True, fullgraph=True)
+    inputs = [torch.randn(5, 37), torch.randn(9, 41)]
+    with torch.no_grad():
+        for x in inputs:
+            compiled(x)
+            dumper.step()
+    dumper.stop()
+    for step, x in enumerate(inputs):
+        _assert_sketch(_read(tmp_path, step)["Torch.mul.0.forward"]["output"][0], x * 2.0, f"step{step}")
+
+
+def test_fused_sketch_hash_limbs_equal_fmix64():
+    """The limb arithmetic of the lowering (fused_stats._sketch_hash), run on
+    int64 tensors, against numpy's wrapping uint64 fmix64 of the reference,
+    up to groups far beyond any tensor (g + 1 near 2**62)."""
+    import numpy as np
+    from sketch_reference import _KEY, _fmix64
+
+    class Tensors:
+        const = staticmethod(torch.tensor)
+        add = staticmethod(torch.add)
+        mul = staticmethod(lambda a, c: a * c)
+        mask = staticmethod(lambda a, m: a & m)
+        shr = staticmethod(lambda a, s: a >> s)
+        xor = staticmethod(lambda a, b: a ^ b)
+
+    g = torch.cat([torch.arange(1 << 16), torch.tensor([(1 << 32) - 1, 1 << 32, (1 << 59) + 12345, (1 << 62) - 2])])
+    hi, lo = fused_stats._sketch_hash(Tensors, g + 1)
+    assert int(hi.max()) < 1 << 32 and int(lo.max()) < 1 << 32 and int(min(hi.min(), lo.min())) >= 0
+    with np.errstate(over="ignore"):
+        want = _fmix64((g.numpy().astype(np.uint64) + np.uint64(1)) * _KEY)
+    got = (hi.numpy().astype(np.uint64) << np.uint64(32)) | lo.numpy().astype(np.uint64)
+    assert (got == want).all()

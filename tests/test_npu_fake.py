@@ -14,6 +14,7 @@ import copy
 import glob
 import os
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -288,3 +289,108 @@ def test_precomputed_values_are_written_and_stamped(npu, write_config, read_step
     assert (rec["Max"], rec["Min"], rec["Mean"]) == (want["Max"], want["Min"], want["Mean"])
     assert abs(rec["Norm"] - want["Norm"]) <= 1e-6 * want["Norm"]  # sqrt of a float32 sum of squares
     assert rec["shape"] == [3] and rec["dtype"] == "torch.float32"
+
+
+# -- the Sketch (docs/formats.md, "Sketch") on the ATen path ------------------
+
+
+def _sketch_cases() -> list[tuple[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(5)
+    base = torch.randn(33, 47, generator=g)
+    return [
+        ("float32", torch.randn(5, 7, generator=g)),
+        ("float64", torch.randn(129, generator=g, dtype=torch.float64)),
+        ("bfloat16", torch.randn(3, 41, generator=g).to(torch.bfloat16)),
+        ("float16", torch.randn(17, 3, generator=g).to(torch.float16)),
+        ("over-65536", torch.randn(300_001, generator=g)),
+        # Two chunks of stats_aten.cpp's 2**20 elements, the second ragged.
+        ("two-chunks", torch.randn((1 << 20) + 37, generator=g)),
+        ("transposed", base.t()),
+        ("strided-slice", base[::2, 3:40:3]),
+        ("single", torch.tensor([2.5])),
+    ]
+
+
+def _recorded_on_npu(write_config, read_step, tmp_path, x: torch.Tensor, **config: Any) -> dict:
+    """The record of x given to a wired identity module on the fake NPU."""
+    dumper = graphprobe.AclGraphDumper(write_config(**config))
+    model = _identity()
+    dumper.start(model)
+    with torch.no_grad():
+        model(x)
+    dumper.step()
+    dumper.stop()
+    return read_step(str(tmp_path / "dump"), 0)["data"][ENTRY]["output"][0]
+
+
+def _npu_copy(x: torch.Tensor) -> torch.Tensor:
+    """x on the fake NPU with x's strides (a view of a contiguous device base)."""
+    base = x._base if x._base is not None else x
+    return torch.as_strided(base.to("npu"), x.size(), x.stride(), x.storage_offset())
+
+
+@pytest.mark.parametrize("name,x", _sketch_cases(), ids=[c[0] for c in _sketch_cases()])
+def test_sketch_equals_the_definition(npu, name, x, write_config, read_step, tmp_path):
+    from sketch_reference import sketch
+
+    xd = _npu_copy(x)
+    assert xd.is_contiguous() == x.is_contiguous()
+    rec = _recorded_on_npu(write_config, read_step, tmp_path, xd)
+    want = sketch(x)
+    # Summed in float32 and stored as float32 (the NPU has no float64): a
+    # few float32 roundings of the Norm, far below the Sketch's float32 floor.
+    norm = float(torch.linalg.vector_norm(x.double()))
+    for k in range(4):
+        assert abs(rec["Sketch"][k] - want[k]) <= 1e-6 * norm, (name, k, rec["Sketch"], want)
+
+
+def test_sketch_of_a_captured_graph_follows_each_replay(npu, write_config, read_step, tmp_path):
+    import fake_npu
+    from sketch_reference import sketch
+
+    model = _identity()
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    x = torch.zeros(50).to("npu")
+    graph = fake_npu.Graph()
+    with graph.capture():
+        model(x)
+    dumper.step(dump=False)
+    values = [torch.randn(50, generator=torch.Generator().manual_seed(s)) for s in range(2)]
+    for v in values:
+        x.copy_(v)
+        graph.replay()
+        dumper.step()
+    dumper.stop()
+    for step, v in enumerate(values):
+        got = read_step(str(tmp_path / "dump"), step)["data"][ENTRY]["output"][0]["Sketch"]
+        assert got == pytest.approx(sketch(v), abs=1e-6 * float(v.norm()))
+
+
+@pytest.mark.parametrize("x", [torch.arange(10), torch.tensor([True, False]), torch.zeros(0)], ids=["int", "bool", "empty"])
+def test_no_sketch_for_integer_bool_and_empty_tensors(npu, x, write_config, read_step, tmp_path):
+    rec = _recorded_on_npu(write_config, read_step, tmp_path, x.to("npu"))
+    assert "Sketch" not in rec
+
+
+def test_sketch_switched_off_and_non_finite_are_left_out(npu, write_config, read_step, tmp_path):
+    x = torch.randn(20)
+    rec = _recorded_on_npu(write_config, read_step, tmp_path / "off", x.to("npu"), statistics={"sketch": False},
+                           dump_path=str(tmp_path / "off" / "dump"))
+    assert "Sketch" not in rec and "Norm" in rec
+    x[3] = float("inf")
+    rec = _recorded_on_npu(write_config, read_step, tmp_path, x.to("npu"))
+    assert "Sketch" not in rec
+
+
+def test_precomputed_sketch_is_written(npu, write_config, read_step, tmp_path):
+    """record_values with the Sketch's four sums (the fused path's nine values) on the NPU table."""
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(_identity())
+    site = int(graphprobe._ops._C.open_call("Fused.{n}", [("input_args", "0")], [0], [False], (), 0, 0))
+    values = torch.tensor([3.0, -1.0, 4.0, 14.0, 0.0, 0.5, -1.5, 2.25, 4.0], dtype=torch.float64)
+    torch.ops.graphprobe.record_values(values.to("npu"), site, 0, torch.float32, [3])
+    dumper.step()
+    dumper.stop()
+    rec = read_step(str(tmp_path / "dump"), 0)["data"]["Fused.0"]["input_args"][0]
+    assert rec["Sketch"] == [0.5, -1.5, 2.25, 4.0]
