@@ -41,7 +41,7 @@ REDUCED_FORWARD = [
 ]
 REDUCED_GRAD = [("opt", "fp32", "mix")]
 REDUCED_CLEAN = [("opt", "bf16", "L0")]
-REDUCED_TRAIN = [("bert", "fp32", "L0")]
+REDUCED_TRAIN = [("bert", "fp32", "L0"), ("opt", "bf16", "mix")]
 
 if SLOW:
     FORWARD = [(m, d, lv, tuple(k for k in F.FAULT_KINDS if k != "grad" and F.applicable(F.ARCHS[m], k)))
@@ -55,11 +55,13 @@ else:
 # benchmarks/results/real_model_matrix.md): strict xfail, so that each one
 # fails the suite as soon as the engine names it -- then its entry goes (the
 # MoE routing flip went with 5b8ced9, the integer-record rule; BERT's first
-# training steps with 36c42fa, the cancellation rule).
+# training steps with 36c42fa, the cancellation rule; Llama's softmax scale
+# with the float32 Sketch floor 2e-6).
 # Keys: (model, dtype, level, fault).
 BASELINE_FAILS = {
-    ("llama", "fp32", "L0", "softmax"): "missed: in this tiny random Llama the x1.001 softmax scale moves o_proj's input by 4.7e-6 relative L2 (the Sketch sees it), below the float32 Sketch floor 1e-5 (issue #35 item 1)",
-    ("gpt_neox", "bf16", "mix", "precision"): "missed: rounding to 5 mantissa bits leaves the statistics in bf16 noise",
+    ("gpt_neox", "bf16", "mix", "precision"): "missed: rounding the MLP's output to 5 mantissa bits moves it by "
+    "0.47 % relative L2 (its Sketch), under the bfloat16 Sketch floor 5e-3 that clean pairs need (one operation's "
+    "own rounding, eager vs inductor with inputs that agree exactly, reaches 2.35e-3: a Mistral RMSNorm)",
 }
 
 

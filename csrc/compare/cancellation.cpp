@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "compare/entry_ranges.h"
+#include "compare/forward_of.h"
+#include "compare/record_fingerprint.h"
 
 namespace graphprobe::compare {
 namespace {
@@ -30,35 +32,8 @@ double rms(const TensorRecord& r) {
   return norm && std::isfinite(*norm) && n > 0 ? std::fabs(*norm) / std::sqrt(n) : 0.0;
 }
 
-// The bench record's identity for "the same tensor recorded again": dtype,
-// shape and the four statistics' bits.
-std::string fingerprint(const TensorRecord& b) {
-  std::string key = b.dtype;
-  key.push_back('|');
-  for (int64_t d : b.shape) key.append(reinterpret_cast<const char*>(&d), sizeof(d));
-  key.push_back('|');
-  for (int s = 0; s < kNumStats; ++s) {
-    const double v = b.stats[s] ? *b.stats[s] : std::nan("");
-    key.append(reinterpret_cast<const char*>(&v), sizeof(v));
-  }
-  return key;
-}
-
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// "X.backward.3" -> "X.forward.3" (modules); "X.3.backward" -> "X.3.forward"
-// (APIs); "" for any other name.
-std::string forward_of(std::string_view name) {
-  if (ends_with(name, ".backward")) return std::string(name.substr(0, name.size() - 9)) + ".forward";
-  const size_t dot = name.rfind('.');
-  if (dot == std::string_view::npos || dot + 1 == name.size()) return "";
-  const std::string_view n = name.substr(dot + 1);
-  if (!std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) return "";
-  const std::string_view head = name.substr(0, dot);
-  if (!ends_with(head, ".backward")) return "";
-  return std::string(head.substr(0, head.size() - 9)) + ".forward." + std::string(n);
 }
 
 // "Module.fc.Linear.parameters_grad.0" (or without ".0") -> "Module.fc.Linear".
@@ -101,7 +76,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
     for (size_t i = ranges[k].first; i < ranges[k].second; ++i) {
       const TensorRecord* b = matched_bench(i);
       if (b == nullptr || role(i) != r || is_param(i)) continue;
-      best = std::max(best, own ? std::max(rms(*b), expected[i] * margin) : rms(*b));
+      best = std::max(best, own ? std::max(rms(*b), expected[i]) : rms(*b));
     }
     return best;
   };
@@ -110,13 +85,23 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
     const auto it = range_of.find(name);
     return it == range_of.end() ? nullptr : &ranges[it->second];
   };
-  // Expected RMS (before the margin) of rows already given one, by the
-  // bench record's fingerprint.
+  // Expected RMS of rows already given one, by the fingerprints of both
+  // sides' records: a later input is the same residue passed on only when
+  // it is the same tensor on both sides. When only the bench's matches,
+  // code between the two records changed the target's (a fault there is
+  // judged at the record's own size).
   std::unordered_map<std::string, double> carried;
+  auto both = [&](size_t i, const TensorRecord& b) {
+    return fingerprint(b) + '\n' + fingerprint(target.rows[static_cast<size_t>(rows[i].target)]);
+  };
   auto give = [&](size_t i, const TensorRecord& b, double want) {
+    // The margin decides whether the record is a residue at all (a gain
+    // estimated from the forward call can be off by sqrt(fan_out / fan_in));
+    // a residue is then measured against the whole scale it was cancelled
+    // from: its rounding is that of the terms it summed, whose size that is.
     if (want / margin <= rms(b)) return;
-    expected[i] = want / margin;
-    carried[fingerprint(b)] = want;
+    expected[i] = want;
+    carried[both(i, b)] = want;
   };
 
   for (size_t k = 0; k < ranges.size(); ++k) {
@@ -126,17 +111,51 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
       for (size_t i = begin; i < end; ++i) {
         const TensorRecord* b = matched_bench(i);
         if (b == nullptr || role(i) != Role::kInput) continue;
-        const auto it = carried.find(fingerprint(*b));
+        const auto it = carried.find(both(i, *b));
         if (it != carried.end()) give(i, *b, it->second);
       }
     if (const auto* fwd = range_named(forward_of(name))) {
       const size_t f = static_cast<size_t>(fwd - ranges.data());
       const double in = peak_rms(f, Role::kInput, false), out = peak_rms(f, Role::kOutput, false);
-      const double gradient_in = peak_rms(k, Role::kInput, true);
-      if (in > 0 && out > 0 && gradient_in > 0)
-        for (size_t i = begin; i < end; ++i)
-          if (const TensorRecord* b = matched_bench(i); b && role(i) == Role::kOutput)
-            give(i, *b, gradient_in * out / in);
+      // The gradients' own RMS, not their expected one: only a cancellation
+      // this call makes gives its outputs a scale. A call that passes a
+      // residue on (a linear map of it) leaves a record its own size; its
+      // error is then weighed against its inputs' errors at their own size
+      // (find_first_divergence), and a fault it adds to a residue that
+      // agrees exactly stays visible.
+      double gradient_in = 0, gradient_numel = 0;
+      for (size_t i = begin; i < end; ++i)
+        if (const TensorRecord* b = matched_bench(i); b && role(i) == Role::kInput && !is_param(i) && rms(*b) > gradient_in)
+          gradient_in = rms(*b), gradient_numel = numel(*b);
+      // The forward call's inputs in order (F.linear(x, weight, bias)): the
+      // backward's output j is the gradient of input j.
+      std::vector<const TensorRecord*> fwd_inputs;
+      for (size_t i = fwd->first; i < fwd->second; ++i)
+        if (role(i) == Role::kInput && !is_param(i)) fwd_inputs.push_back(matched_bench(i));
+      const double x = fwd_inputs.empty() || fwd_inputs[0] == nullptr ? 0.0 : rms(*fwd_inputs[0]);
+      size_t j = 0;
+      for (size_t i = begin; i < end; ++i) {
+        if (role(i) != Role::kOutput) continue;
+        const size_t index = j++;
+        const TensorRecord* b = matched_bench(i);
+        if (b == nullptr || gradient_in == 0) continue;
+        const TensorRecord* input = index < fwd_inputs.size() ? fwd_inputs[index] : nullptr;
+        if (index > 0 && input && input->shape == b->shape && !b->shape.empty() && numel(*b) < gradient_numel) {
+          // A weight or bias taken as an input: its gradient sums over the
+          // tokens, as a parameters_grad record does (below).
+          const bool matrix = b->shape.size() >= 2;
+          if (matrix && x == 0) continue;
+          const double per = matrix ? static_cast<double>(b->shape[0]) : numel(*b);
+          if (per <= 0) continue;
+          give(i, *b, std::sqrt(std::max(gradient_numel / per, 1.0)) * gradient_in * (matrix ? x : 1.0));
+        } else if (out > 0) {
+          // The gain from this very input where it is known: at L1 and mix a
+          // layer norm's weight (RMS ~1) is an input too, and the largest
+          // input's RMS would hide the data's small one.
+          const double from = input && input->shape == b->shape && rms(*input) > 0 ? rms(*input) : in;
+          if (from > 0) give(i, *b, gradient_in * out / from);
+        }
+      }
       continue;
     }
     const std::string module = module_of_parameters_grad(name);
@@ -148,7 +167,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
     for (size_t i = bwd->first; i < bwd->second; ++i) {
       const TensorRecord* b = matched_bench(i);
       if (b == nullptr || role(i) != Role::kInput) continue;
-      const double g = std::max(rms(*b), expected[i] * margin);
+      const double g = std::max(rms(*b), expected[i]);
       if (g > gradient) gradient = g, gradient_numel = numel(*b);
     }
     const double x = fwd ? peak_rms(static_cast<size_t>(fwd - ranges.data()), Role::kInput, false) : 0.0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include "compare/cell_text.h"
 #include "compare/first_divergence.h"
@@ -23,12 +24,33 @@ void check(const Thresholds& t) {
                                 format_number(t.floor_scale));
 }
 
+// Every reason is one of msprobe's relative-error rules (verdicts.cpp words
+// them so): the error rule and the warning-ratio rule that comes with it.
+bool relative_rule_only(const CompareRow& r) {
+  constexpr std::string_view kError = "output NormRelativeErr ", kWarning = "largest output NormRelativeErr ";
+  if (r.reasons.empty()) return false;
+  for (const auto& why : r.reasons) {
+    const std::string_view w(why);
+    if (w.substr(0, kError.size()) != kError && w.substr(0, kWarning.size()) != kWarning) return false;
+  }
+  return true;
+}
+
 void tally(CompareResult& result) {
   result.counts = {};
-  for (const CompareRow& r : result.rows) {
+  result.errors_within_noise = 0;
+  const bool within_noise = !result.divergence && result.coverage.problem.empty() && !result.tensor_mode;
+  for (size_t i = 0; i < result.rows.size(); ++i) {
+    const CompareRow& r = result.rows[i];
     ++result.counts[static_cast<size_t>(r.verdict)];
     if (r.match != MatchKind::kMatched && r.verdict != Verdict::kUnmatched)
       ++result.counts[static_cast<size_t>(Verdict::kUnmatched)];
+    // A cancellation residue (measured against the scale it was cancelled
+    // from): what msprobe's rule reads as an error is its rounding.
+    const bool residue = i < result.produced_from_rms.size() && result.produced_from_rms[i] > 0;
+    if (within_noise && residue && r.verdict == Verdict::kError && r.match == MatchKind::kMatched && r.z &&
+        relative_rule_only(r))
+      ++result.errors_within_noise;
   }
 }
 
@@ -40,6 +62,8 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   result.target = std::move(target);
   result.bench = std::move(bench);
   result.rows = match_rows(result.target, result.bench, options.fuzzy);
+  result.step = options.step;
+  result.parameters_as_causes = options.parameters_as_causes;
   apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts);
   measure_coverage(result);
   find_first_divergence(result, options.thresholds);

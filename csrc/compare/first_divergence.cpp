@@ -9,11 +9,14 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "compare/cancellation.h"
 #include "compare/cell_text.h"
 #include "compare/entry_ranges.h"
+#include "compare/forward_of.h"
 #include "compare/msprobe_values.h"
+#include "compare/parameter_inputs.h"
 
 namespace graphprobe::compare {
 namespace {
@@ -351,6 +354,24 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
 
 namespace {
 
+// A parameter row, or an API input that is the same tensor as one
+// (result.parameter_of): both keep their own dtype's floor and follow the
+// parameter rules.
+bool judged_as_parameter(const CompareResult& result, size_t i) {
+  const CompareRow& r = result.rows[i];
+  if (r.target < 0) return false;
+  if (is_parameter(result.target.rows[static_cast<size_t>(r.target)], result.target.entries)) return true;
+  return i < result.parameter_of.size() && result.parameter_of[i] >= 0;
+}
+
+// A dump that records a backward pass (a training step): a backward call or
+// a parameters_grad entry.
+bool records_backward(const Dump& d) {
+  for (const std::string& e : d.entries)
+    if (e.find(".backward") != std::string::npos || e.find(".parameters_grad") != std::string::npos) return true;
+  return false;
+}
+
 // The coarser of two floors (either may be null).
 const NoiseFloor* coarser(const NoiseFloor* a, const NoiseFloor* b) {
   if (!a) return b;
@@ -366,7 +387,7 @@ void fold_floors(const CompareResult& result, size_t begin, size_t end, Role rol
     if (r.match != MatchKind::kMatched) continue;
     const TensorRecord& t = result.target.rows[static_cast<size_t>(r.target)];
     const TensorRecord& b = result.bench.rows[static_cast<size_t>(r.bench)];
-    if (t.role != role || !t.is_tensor || !b.is_tensor || is_parameter(t, result.target.entries)) continue;
+    if (t.role != role || !t.is_tensor || !b.is_tensor || judged_as_parameter(result, i)) continue;
     const NoiseFloor* f = &noise_floor_for(b.dtype, true);
     if (f->aggregate > 0) *floor = coarser(*floor, f);
   }
@@ -379,7 +400,7 @@ RowError row_error_of(const CompareResult& result, size_t index) {
   if (row.match != MatchKind::kMatched) throw std::invalid_argument("row_error_of: row is not matched");
   const TensorRecord& t = result.target.rows[static_cast<size_t>(row.target)];
   const NoiseFloor* at_least = nullptr;
-  if (!is_parameter(t, result.target.entries) && t.entry < result.data_floors.size())
+  if (!judged_as_parameter(result, index) && t.entry < result.data_floors.size())
     at_least = result.data_floors[t.entry];
   const TensorRecord& b = result.bench.rows[static_cast<size_t>(row.bench)];
   const double produced = index < result.produced_from_rms.size() ? result.produced_from_rms[index] : 0.0;
@@ -410,13 +431,30 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   const NoiseFloor* exact = &table.back();
   std::vector<bool> used(table.size(), false);
   std::vector<ClassZ> ec(rows.size(), ClassZ{0.0, 0.0, 0.0}), zc(rows.size(), ClassZ{0.0, 0.0, 0.0});
+  // e of an input row measured against its own RMS, where ec measured it
+  // against the larger scale of what produced it (a residue passed on): the
+  // call's outputs are measured at their own size, so this is what explains
+  // them (for a residue, its largest e in any class: below).
+  std::vector<ClassZ> own(rows.size(), ClassZ{0.0, 0.0, 0.0});
   // Integer and bool tensors (exact floor) whose dtype and shape agree: an
   // argmax or a mask (x > 0) computed from floating inputs flips with their
   // rounding, so such an output cannot be weighed against its inputs' noise.
   std::vector<bool> discrete(rows.size(), false);
   std::vector<ClassZ> fl(rows.size(), ClassZ{0.0, 0.0, 0.0});  // each row's floors (x scale)
   result.produced_from_rms = expected_rms_from_producers(result, kExpectedMargin);
-  const std::vector<bool> drifting = residue_gradient_parameters(result, result.produced_from_rms);
+  result.parameter_of = parameter_rows_of_inputs(result);
+  std::vector<bool> drifting = residue_gradient_parameters(result, result.produced_from_rms);
+  // An API input that is a drifting parameter drifts with it.
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (result.parameter_of[i] >= 0) drifting[i] = drifting[static_cast<size_t>(result.parameter_of[i])];
+  auto parameter = [&](size_t i) { return judged_as_parameter(result, i); };
+  // After a training run's first step every parameter carries the earlier
+  // updates (CompareOptions::step): none is a cause, all explain.
+  result.parameters_after_update = !result.parameters_as_causes && result.step > 0 && records_backward(target);
+  if (result.parameters_after_update)
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].target >= 0 && parameter(i)) drifting[i] = true;
+  int64_t params_beyond = 0;  // parameter rows beyond their floor, drifting or not
   int64_t params = 0, params_differing = 0;
   const auto ranges = entry_ranges(target, rows);
   result.data_floors.assign(target.entries.size(), nullptr);
@@ -432,20 +470,35 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       if (row.match != MatchKind::kMatched) continue;
       const TensorRecord& t = target.rows[static_cast<size_t>(row.target)];
       const TensorRecord& b = bench.rows[static_cast<size_t>(row.bench)];
-      const RowError e = row_error(t, b, scale, is_parameter(t, target.entries) ? nullptr : at_least,
+      const RowError e = row_error(t, b, scale, parameter(i) ? nullptr : at_least,
                                    sketch_of(target, t), sketch_of(bench, b), result.produced_from_rms[i]);
       row.z = e.z;
       zc[i] = e.z_class;
       ec[i] = e.e_class;
+      own[i] = e.e_class;
+      if (e.produced_from_rms > 0 && t.role == Role::kInput) {
+        // A residue's own error, in whichever statistic shows it most: the
+        // bulk of its elements is rounding of a larger sum (a Sketch 26 %
+        // off while its Max, one large element, agrees), and a call that
+        // sums or maps it spreads that into every statistic of its outputs.
+        const ClassZ e_own =
+            row_error(t, b, scale, parameter(i) ? nullptr : at_least, sketch_of(target, t), sketch_of(bench, b), 0.0)
+                .e_class;
+        const double m = *std::max_element(e_own.begin(), e_own.end());
+        own[i] = {m, m, m};
+      }
       discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
       fl[i] = {e.floor->aggregate * scale, e.floor->extreme * scale, e.floor->sketch * scale};
       used[static_cast<size_t>(e.floor - table.data())] = true;
       if (is_parameter(t, target.entries)) {
         ++params;
         if (!drifting[i] && cause_z(e.z_class) > 1) ++params_differing;
+        if (cause_z(e.z_class) > 1) ++params_beyond;
       }
     }
   }
+  result.parameter_rows = params;
+  result.parameter_rows_differing = params_beyond;
   for (CompareRow& row : rows)
     if (row.target < 0) row.z = std::nullopt;
   for (size_t k = 0; k < table.size(); ++k)
@@ -482,30 +535,47 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // largest e of its floating outputs, for the children rule below.
   std::vector<std::string_view> walked_path;
   std::vector<ClassZ> walked_out;
+  // Per forward entry walked: the largest e per class of its inputs (at
+  // their own size) and parameters. Its backward call computes from them
+  // too (the weights, the saved activations), not only from the gradients
+  // it receives: they explain its outputs.
+  std::unordered_map<std::string_view, ClassZ> forward_explains;
   walked_path.reserve(ranges.size());
   walked_out.reserve(ranges.size());
   for (const auto& [begin, end] : ranges) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
-    int64_t matched = 0;
+    ClassZ in_own{0.0, 0.0, 0.0};  // the inputs' e at their own size (own above)
+    int64_t matched = 0, inputs_matched = 0, inputs_one_side = 0;
     size_t par_row = begin;
     double par_z = 0;
     for (size_t i = begin; i < end; ++i) {
       const CompareRow& r = rows[i];
-      if (r.match != MatchKind::kMatched) continue;
+      if (r.match != MatchKind::kMatched) {
+        if (r.target >= 0 && target.rows[static_cast<size_t>(r.target)].role == Role::kInput) ++inputs_one_side;
+        continue;
+      }
       ++matched;
       const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
       if (t.role == Role::kOutput) {
         (discrete[i] ? out_discrete : out).add(ec[i], zc[i], i);
-      } else if (is_parameter(t, target.entries)) {
+      } else if (parameter(i)) {
         par.add(ec[i], zc[i], i);
         // A parameter whose gradient is zero in theory drifts under the
         // optimizer (cancellation.h): its error explains, it is no cause.
         if (!drifting[i] && cause_z(zc[i]) > par_z) par_z = cause_z(zc[i]), par_row = i;
       } else {
         in.add(ec[i], zc[i], i);
+        for (int c : kClasses) in_own[c] = std::max(in_own[c], own[i][c]);
+        ++inputs_matched;
       }
     }
+    // Inputs recorded on one side only say nothing about what they carry:
+    // the outputs are weighed against everything upstream instead, not
+    // against inputs "that agree exactly".
+    const bool inputs_unknown = inputs_matched == 0 && inputs_one_side > 0;
+    if (inputs_unknown)
+      for (int c : kClasses) in_own[c] = std::max(in_own[c], upstream[c]);
     if (matched == 0) {
       unmatched_since.push_back(entry);
       continue;
@@ -514,8 +584,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // parameters agree within their floor (then any change is a divergence:
     // a router that sends a token elsewhere); beyond it, rounding of the
     // inputs explains a flipped argmax, and they only add to what is upstream.
-    const bool inputs_within_floor = in.any_z() <= 1 && par.any_z() <= 1;
-    const bool inputs_exact = in.any_z() == 0 && par.any_z() == 0;
+    const bool inputs_within_floor = !inputs_unknown && in.any_z() <= 1 && par.any_z() <= 1;
+    const bool inputs_exact = !inputs_unknown && in.any_z() == 0 && par.any_z() == 0;
     if (inputs_exact)
       for (size_t i = begin; i < end; ++i)
         if (discrete[i] && rows[i].z) out.add(ec[i], zc[i], i);
@@ -541,6 +611,24 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       }
     walked_path.push_back(path.empty() ? kApiCall : path);
     walked_out.push_back(out.e);
+    // The inputs' relative L2 error (their Sketch's) bounds how far any
+    // statistic of a linear map of them moves: |dMean| / RMS and |dNorm| /
+    // Norm by it, one element (Max, Min) by about it. Where the inputs' bulk
+    // moved and their extremes, a few large elements, did not (a QK^T whose
+    // inputs carry drifted weights; a gradient whose bulk is rounding of
+    // larger sums), it explains the outputs' Max and Min. In a backward call
+    // also their Mean and Norm (residues passed on, masked by a ReLU, summed
+    // over tokens for a bias); not in the forward, where a bfloat16
+    // activation's Sketch carries ~1 % of rounding and would explain away a
+    // x1.01 fault's Norm (its Max moves by 1 %, inside the 1.6 % floor anyway).
+    in_own[kExtremeClass] = std::max(in_own[kExtremeClass], in_own[kSketchClass]);
+    const std::string& name = target.entries[entry];
+    if (name.find(".backward") != std::string::npos)
+      in_own[kAggregateClass] = std::max(in_own[kAggregateClass], in_own[kSketchClass]);
+    ClassZ from_forward{0.0, 0.0, 0.0};
+    if (const auto it = forward_explains.find(forward_of(name)); it != forward_explains.end()) from_forward = it->second;
+    else if (name.find(".forward") != std::string::npos)
+      for (int c : kClasses) forward_explains[name][c] = std::max(in_own[c], max2(par.e));
     uint8_t kinds = 0;
     if (par_z > 1) kinds |= kParameterCause;
     int out_class = -1, in_class = -1;
@@ -550,7 +638,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       // A parameter that differs explains its outputs in every class (a bias
       // whose Mean moved moves an output's Min): the entry is named for the
       // parameter either way, or the parameter is one that drifts.
-      const double ref_out = std::max({in.e[c], max2(par.e), children[c]});
+      const double ref_out = std::max({in_own[c], max2(par.e), children[c], from_forward[c]});
       for (size_t i = begin; i < end; ++i) {
         if (!rows[i].z || zc[i][c] <= 1) continue;
         const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
@@ -565,7 +653,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           if (integer_output) continue;
           if (exceeds(ec[i][c], ratio_of(c), ref_out, fl[i][c]) && ec[i][c] > best_out)
             best_out = ec[i][c], out_class = c, out.row[c] = i;
-        } else if (!is_parameter(t, target.entries)) {
+        } else if (!parameter(i)) {
           if (discrete[i] && discrete_output_differed) continue;
           const double ref_in = upstream[c];
           if (exceeds(ec[i][c], ratio_of(c), ref_in, fl[i][c]) && ec[i][c] > best_in)
@@ -629,7 +717,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     auto add = [&msg](const std::string& part) { msg += (msg.empty() ? "" : "; ") + part; };
     if (kinds & kParameterCause) {
       const RowError pe = row_error_of(result, par_row);
-      std::string m = label(par_row) + " differs: " + error_text(pe, par_class, scale) +
+      std::string what = label(par_row);
+      if (const int64_t p = result.parameter_of[par_row]; p >= 0) {
+        const TensorRecord& pr = target.rows[static_cast<size_t>(rows[static_cast<size_t>(p)].target)];
+        what += " (" + label(static_cast<size_t>(p)) + " of " + cols[pr.entry] + ")";
+      }
+      std::string m = what + " differs: " + error_text(pe, par_class, scale) +
                       "; nothing recorded produced it";
       if (d.parameters_throughout)
         m += "; the parameters differ throughout (" + std::to_string(params_differing) + " of " +
@@ -644,10 +737,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
                       (inputs_exact ? "its inputs agree exactly" : "its inputs agree within their floor");
       add(m);
     } else if (kinds & kOutputCause) {
-      const double explained = std::max({in.e[out_class], max2(par.e), children[out_class]}), e = best_out;
+      const double explained =
+          std::max({in_own[out_class], max2(par.e), children[out_class], from_forward[out_class]}), e = best_out;
       std::string m = label(out.row[out_class]) + ": " +
                       error_text(row_error_of(result, out.row[out_class]), out_class, scale) + ", ";
-      if (in.any_z() == 0 && par.any_z() == 0) m += "while its inputs agree exactly";
+      if (inputs_unknown && explained > 0) m += times(e / explained) + " anything recorded before it (its inputs are recorded on one side only)";
+      else if (in.any_z() == 0 && par.any_z() == 0 && explained == 0) m += "while its inputs agree exactly";
       else if (explained == 0)
         m += out_class == kAggregateClass ? "while its inputs' Means and Norms agree exactly"
              : out_class == kExtremeClass ? "while its inputs' Max and Min agree exactly"

@@ -82,6 +82,14 @@ struct CompareOptions {
   // it (unmatched rows get "unmatched"; the noise floor). See verdicts.h.
   bool graphprobe_verdicts = false;
   TensorLayout tensor_layout = TensorLayout::kMsprobe;
+  // The training step the pair was recorded at (-1: not known). After the
+  // first step a training run's parameters carry the earlier updates, which
+  // clean runs leave apart (Adam moves an element whose gradient is rounding
+  // by +-lr): from step 1 on, parameter rows of a dump that records a
+  // backward pass explain their calls' outputs but are no cause of their
+  // own (find_first_divergence), unless parameters_as_causes.
+  int64_t step = -1;
+  bool parameters_as_causes = false;
 };
 
 // Real-data metrics of one matched row of two tensor dumps: msprobe's
@@ -251,9 +259,32 @@ struct CompareResult {
   // it exceeds the bench tensor's own (first_divergence.h, "Cancellation");
   // 0 for the others. Empty before find_first_divergence.
   std::vector<double> produced_from_rms;
+  // Per row: the parameter row an API input is the same tensor as
+  // (parameter_inputs.h), judged by the parameter rules; -1 for the others.
+  // Empty before find_first_divergence.
+  std::vector<int64_t> parameter_of;
+  // From CompareOptions (above), and what find_first_divergence made of
+  // them: whether parameters were judged as an earlier update's doing, and
+  // how many parameter rows there are and differ beyond their floor on Max,
+  // Min, Mean or Norm.
+  int64_t step = -1;
+  bool parameters_as_causes = false;
+  bool parameters_after_update = false;
+  int64_t parameter_rows = 0;
+  int64_t parameter_rows_differing = 0;
   // Rows per Result; the kUnmatched slot counts every row without a partner
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};
+  // Of counts[kError]: cancellation residues (produced_from_rms > 0) whose
+  // only reason is msprobe's relative-error rule (an output's
+  // NormRelativeErr beyond --output-error-pct while every input's is below
+  // --input-error-pct), in a pair where the first-divergence rule found
+  // every row within rounding noise. A cancellation residue (a
+  // gradient that is zero in theory: docs/formats.md) differs by tens of
+  // percent of its own tiny size between two clean runs; msprobe's rule,
+  // which keeps its Result column, calls that an error. --fail-on error
+  // reports these rows and does not fail on them.
+  int64_t errors_within_noise = 0;
   // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
   // the tensor-mode columns, laid out as tensor_layout says.
   bool tensor_mode = false;

@@ -46,7 +46,14 @@ void bind_options(py::module_& m) {
                              "Tensor dumps: 'msprobe' (its real-data CSV and rules) or 'graphprobe' (the statistics "
                              "CSV and rules plus the tensor columns and graphprobe's tensor rules).")
       .def_readwrite("graphprobe_verdicts", &CompareOptions::graphprobe_verdicts,
-                     "Result follows graphprobe's additions (unmatched, noise floor), not only msprobe's rules.");
+                     "Result follows graphprobe's additions (unmatched, noise floor), not only msprobe's rules.")
+      .def_readwrite("step", &CompareOptions::step,
+                     "The training step of the pair (-1: not known). From step 1 on, the parameters of a dump "
+                     "that records a backward pass explain their calls' outputs but are no first divergence of "
+                     "their own: they carry the earlier updates.")
+      .def_readwrite("parameters_as_causes", &CompareOptions::parameters_as_causes,
+                     "Parameters are causes at every step (the rule before issue 35; to look for an error in the "
+                     "optimizer's update).");
   // One read-only property per threshold, from the table.
   for (const ThresholdField& f : kThresholdFields) {
     const auto member = f.member;

@@ -101,6 +101,18 @@ void bind_result(py::module_& m) {
                                return d;
                              },
                              "Rows per Result: pass, warning, error, unmatched.")
+      .def_property_readonly("parameters_after_update", [](const CompareResult& r) { return r.parameters_after_update; },
+                             "True when parameters were judged as an earlier training step's update (step > 0, a "
+                             "dump with a backward pass): explaining, never a first divergence.")
+      .def_property_readonly("parameter_rows", [](const CompareResult& r) { return r.parameter_rows; },
+                             "Parameter rows compared.")
+      .def_property_readonly("parameter_rows_differing",
+                             [](const CompareResult& r) { return r.parameter_rows_differing; },
+                             "Parameter rows beyond their floor on Max, Min, Mean or Norm.")
+      .def_property_readonly("errors_within_noise", [](const CompareResult& r) { return r.errors_within_noise; },
+                             "Rows counted under Result error by msprobe's relative-error rule alone, in a pair "
+                             "whose every row the first-divergence rule found within rounding noise (a "
+                             "cancellation residue): --fail-on error does not fail on them.")
       .def_property_readonly("first_divergence",
                              [](const CompareResult& r) -> std::optional<std::string> {
                                if (!r.first_divergence) return std::nullopt;

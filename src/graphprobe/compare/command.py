@@ -117,6 +117,10 @@ def register(subparsers: Any) -> None:
                    help="first divergence: an output's relative error must exceed R times its inputs' and "
                         "parameters' plus its noise floor, an input's R times everything recorded before it plus "
                         "its floor (default: %(default)s)")
+    p.add_argument("--parameters-as-causes", action="store_true",
+                   help="first divergence: judge parameters as causes at every step; by default, from a training "
+                        "run's step 1 on, parameters that differ are taken as the earlier updates' doing (clean runs' "
+                        "optimizers leave them apart) and explain their calls' outputs")
     p.add_argument("--reference", metavar="REF",
                    help="a dump of the same model run eagerly in float64 (graphprobe.reference_dump): the first "
                         "divergence is then the first entry where TARGET is further from REF than BENCH is, by "
@@ -192,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
             divergence_ratio=args.divergence_ratio,
             reference=args.reference,
             pid_pairing=args.pid_pairing,
+            parameters_as_causes=args.parameters_as_causes,
         )
     except (PairingError, OSError) as e:
         print(terminal_safe(f"graphprobe compare: error: {e}"), file=sys.stderr)

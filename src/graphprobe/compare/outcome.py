@@ -125,6 +125,14 @@ class PairOutcome:
     # None on one side and a tensor on the other ...): what the summary says
     # the unmatched count is made of.
     same_name_unmatched: tuple[SameNameUnmatched, ...] = ()
+    # Of counts["error"]: cancellation residues msprobe's relative-error rule
+    # alone calls error, in a pair the first-divergence rule found within
+    # rounding noise; --fail-on error reports them, not fails.
+    errors_within_noise: int = 0
+    # (rows differing, rows) of the parameters when they were judged as an
+    # earlier training step's update (step > 0, a dump with a backward
+    # pass) and some differ; None otherwise.
+    parameters_after_update: tuple[int, int] | None = None
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import time
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -78,6 +79,7 @@ def compare_pair(
     floor_scale: float | None = None,
     divergence_ratio: float | None = None,
     reference: Path | None = None,
+    parameters_as_causes: bool = False,
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
@@ -93,6 +95,8 @@ def compare_pair(
                                  floor_scale=default("floor_scale") if floor_scale is None else floor_scale,
                                  divergence_ratio=default("divergence_ratio") if divergence_ratio is None
                                  else divergence_ratio, **asdict(thresholds))
+    options.step = training_step(pair)
+    options.parameters_as_causes = parameters_as_causes
     try:
         result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
@@ -121,6 +125,11 @@ def compare_pair(
         # The report's plot marks the referee's entry, not the engine's.
         points = [replace(p, first_divergence=p.index == verdict.blamed_index) for p in points]
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
+    # The referee decides divergence when there is one: the engine's
+    # "within noise" then says nothing.
+    within_noise = result.errors_within_noise if verdict is None else 0
+    after_update = ((result.parameter_rows_differing, result.parameter_rows)
+                    if result.parameters_after_update and result.parameter_rows_differing else None)
     same_names = same_name_unmatched(result)  # what unmatched rows named alike on both sides are
     if verdict is not None:
         first_divergence = verdict.blamed_entry
@@ -161,7 +170,24 @@ def compare_pair(
         referee=verdict,
         checksums=() if checksum_line is None else (checksum_line,),
         same_name_unmatched=same_names,
+        errors_within_noise=within_noise,
+        parameters_after_update=after_update,
     )
+
+
+_STEP_FOLDER = re.compile(r"step(\d+)")
+
+
+def training_step(pair: Pair) -> int:
+    """The step a pair was recorded at: the pairing's, else the last
+    ``step{N}`` folder in the target's path (a dump.json given by hand);
+    -1 when neither says."""
+    if pair.step is not None:
+        return pair.step
+    for part in reversed(pair.target.parts[:-1]):
+        if m := _STEP_FOLDER.fullmatch(part):
+            return int(m.group(1))
+    return -1
 
 
 def _referee(eng: Any, result: Any, pair: Pair, reference: Path, options: Any) -> Verdict:
@@ -191,6 +217,7 @@ def compare(
     divergence_ratio: float | None = None,
     reference: str | os.PathLike[str] | None = None,
     pid_pairing: str = "single",
+    parameters_as_causes: bool = False,
 ) -> CompareRun:
     """Compares TARGET (the run under test) against BENCH (the reference).
 
@@ -220,6 +247,11 @@ def compare(
             relative error must exceed R times its inputs' and parameters'
             plus its noise floor, an input's R times everything recorded
             before it plus its floor (default 4).
+        parameters_as_causes: judge parameters as causes at every step. By
+            default, from a training run's step 1 on (a dump with a backward
+            pass), parameters explain their calls' outputs but are no first
+            divergence of their own: clean runs' updates leave them apart
+            (docs/formats.md, "Parameters after an update").
         pid_pairing: how a step holding several pid folders is paired:
             "single" (refuse, listing them), "newest" or "order" (see
             :mod:`graphprobe.compare.pairing`).
@@ -254,7 +286,8 @@ def compare(
     for p in pairing.pairs:
         tasks.append((p, *claim_names(_folder(p, out, pairing.by_step), p.tag, stamp, html), references.get(p.label)))
     kwargs = dict(fuzzy=fuzzy, thresholds=thresholds, top=top, graphprobe_verdicts=graphprobe_verdicts,
-                  tensor_layout=tensor_layout, floor_scale=floor_scale, divergence_ratio=divergence_ratio)
+                  tensor_layout=tensor_layout, floor_scale=floor_scale, divergence_ratio=divergence_ratio,
+                  parameters_as_causes=parameters_as_causes)
     bar = ProgressBar(len(tasks), enabled=progress)
     workers = min(len(tasks), jobs if jobs else (os.cpu_count() or 1))
     outcomes: list[PairOutcome] = []

@@ -60,6 +60,15 @@ def divergence_lines(run: CompareRun) -> list[str]:
             lines.append(f"{who}first divergence: none ({why})")
         else:
             lines.append(f"{who}first divergence: none; {noise_text(o.noise)}")
+        if o.parameters_after_update:
+            differing, total = o.parameters_after_update
+            lines.append(f"{who}{differing} of {total} parameter rows differ beyond their floor, as the earlier "
+                         f"steps' updates leave them (judged as given from step 1 on, not as a cause; an error in "
+                         f"the optimizer's update shows only here: --parameters-as-causes)")
+        if o.errors_within_noise:
+            lines.append(f"{who}{o.errors_within_noise} row(s) under Result error are msprobe's relative-error rule "
+                         "on records the first-divergence rule finds within rounding noise (cancellation residues, "
+                         "docs/formats.md): --fail-on error does not fail on them")
         if o.referee is not None:
             lines.append(f"{who}referee: {o.referee.reference} (float64; the target is blamed only where it is "
                          "further from it than the bench, by torch's same() margin)")
