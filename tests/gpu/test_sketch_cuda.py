@@ -88,3 +88,48 @@ def test_sketch_on_cuda_graph_replay(write_config, tmp_path: Any) -> None:
     dumper.stop()
     for got, x in zip(_sketches(tmp_path / "d"), inputs):
         _close(got, x, "replay")
+
+
+class _Doubled(torch.nn.Module):
+    """x * 2 (exact in every dtype) and the same of x's transpose: a strided
+    output whose Sketch follows its row-major order, not its storage's."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.mul(x, 2.0), torch.mul(x.transpose(0, -1), 2.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_fused_triton_sketch_equals_reference(write_config, tmp_path: Path, dtype: torch.dtype) -> None:
+    """Statistics fused into inductor's Triton kernels (GRAPHPROBE_FUSED_STATS):
+    the Sketch's hash as two 32-bit limbs in int64 (wiring/fused_stats.py),
+    which Triton must compute as the CPU's C++ does; never run on a GPU
+    before this check."""
+    from graphprobe.wiring import fused_stats
+
+    torch._dynamo.reset()
+    before = fused_stats.enabled()
+    fused_stats.set_enabled(True)
+    try:
+        x = torch.randn(33, 1031, generator=torch.Generator().manual_seed(3)).to(dtype)
+        model = _Doubled()
+        dumper = graphprobe.AclGraphDumper(write_config(dump_path=str(tmp_path / "d"), level="L1",
+                                                        statistics={"list": ["mul"]}))
+        dumper.start(model)
+        compiled = torch.compile(model, backend="inductor", fullgraph=True)
+        with torch.no_grad():
+            compiled(x.cuda())
+        dumper.step()
+        dumper.stop()
+        graphprobe.flush()
+        (doc,) = glob.glob(str(tmp_path / "d" / "step0" / "*" / "dump.json"))
+        data = json.loads(Path(doc).read_text())["data"]
+        for name, want in (("Torch.mul.0.forward", x * 2.0), ("Torch.mul.1.forward", x.transpose(0, -1) * 2.0)):
+            got = data[name]["output"][0]
+            assert "Sketch" in got, (name, got)
+            ref = sketch(want)
+            total = float(want.double().abs().sum())
+            for k in range(4):
+                assert abs(got["Sketch"][k] - ref[k]) <= 1e-6 * total, (name, k, got["Sketch"], ref)
+    finally:
+        fused_stats.set_enabled(before)
+        torch._dynamo.reset()
