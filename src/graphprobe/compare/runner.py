@@ -175,6 +175,26 @@ def compare_pair(
     )
 
 
+def _parameters_after_a_divergence(tasks: list[Any], outcomes: list[PairOutcome], kwargs: dict[str, Any]) -> None:
+    """Compares again, with parameters as causes, the pairs whose parameters
+    were taken as the earlier updates' doing (step > 0, some differ) while an
+    earlier step of the same process diverged: there the update carried that
+    divergence, and the parameter names it (the summary points back at the
+    step). A clean run's drift keeps the first judgment."""
+    diverged: dict[tuple[str, str], int] = {}
+    for o in outcomes:
+        if o.error is None and o.divergence is not None and o.pair.step is not None:
+            key = (o.pair.kind, o.pair.rank)
+            diverged[key] = min(diverged.get(key, o.pair.step), o.pair.step)
+    for i, (task, o) in enumerate(zip(tasks, outcomes)):
+        first = diverged.get((o.pair.kind, o.pair.rank))
+        if o.error is None and o.parameters_after_update and first is not None and first < (o.pair.step or 0):
+            try:
+                outcomes[i] = compare_pair(*task[:3], reference=task[3], **{**kwargs, "parameters_as_causes": True})
+            except (MemoryError, OSError):
+                pass  # the first judgment stands; its files were written
+
+
 _STEP_FOLDER = re.compile(r"step(\d+)")
 
 
@@ -325,6 +345,8 @@ def compare(
                                                                                 tasks[i][2], e))
                 bar.advance(tasks[i][0].label, i)
             outcomes = [done[i] for i in range(len(tasks))]
+    if not parameters_as_causes:
+        _parameters_after_a_divergence(tasks, outcomes, kwargs)
     for task, o in zip(tasks, outcomes):
         if o.error is not None:
             release_names(task[1], task[2])
