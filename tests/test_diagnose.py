@@ -20,7 +20,10 @@ Their last results (benchmarks/results/diagnose_cost.md, 2 shared CPU
 cores under load): acceptance A (inductor's ReLU fault, 20-test bisect)
 passed in 483 s, 24 commands; the transformers Llama case passed in 78 s
 (97 s on a rerun after the review's fixes, 2026-12-01 19:20 UTC);
-the demo --diagnose case passed in 170 s (93 s on a second run)."""
+the demo --diagnose case passed in 170 s (93 s on a second run). With the
+bisect's tests two at a time (issue #37, 2026-12-02, load 4.6-5.8): A in
+306-335 s (bisect 212 s: 21 tests asked, 2 more run ahead), the demo in
+87-93 s."""
 
 from __future__ import annotations
 

@@ -17,10 +17,12 @@ whole (``TORCH_BISECT_MAX=-1``: no state file read) and a config change
 is written before the test starts, with the bisector's own writer). Those
 run ahead of the bisector's questions, up to ``jobs`` at once, in the
 bisector's order (:meth:`_Tests.candidates`), and a test whose verdict can
-no longer be asked for is stopped. Only ``find_max_bounds`` and the binary
-search, whose children read and write the bisector's state files, run when
-asked, one at a time. The tests share ``{cache}``: inductor's compiled C++
-kernels (cached by their source) are compiled once for all of them.
+no longer be asked for is stopped. ``find_max_bounds`` and the asked steps
+of the binary search, whose children read and write the bisector's state
+files, run when asked; the next step for either outcome of the current one
+runs ahead in a state folder of its own (:func:`_drive`). The tests share
+``{cache}``: inductor's compiled C++ kernels (cached by their source) are
+compiled once for all of them.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from graphprobe.diagnose.configs import write_config
 from graphprobe.diagnose.replay_files import find_replays, read_replay
 
 __all__ = ["BisectResult", "MAX_DEFAULT_JOBS", "bisect", "default_jobs"]
-
 
 
 class _Abort(Exception):
@@ -65,7 +66,9 @@ def default_jobs() -> int:
 @dataclass
 class BisectResult:
     """The bisector's answer (``backend`` None: no backend reproduces the
-    error, or the bisect stopped, see ``note``), and every test it ran."""
+    error, or the bisect stopped, see ``note``), every test run (those it
+    asked for and those run ahead, in the order started) and ``jobs``, the
+    tests run at once."""
 
     backend: str | None = None
     subsystem: str | None = None
