@@ -70,13 +70,13 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
     return t.suffix(target.entries).substr(0, 11) == "parameters.";
   };
   // The largest RMS of an entry's floating rows of one role (parameters
-  // left out); with `own`, each row's expected RMS where larger.
-  auto peak_rms = [&](size_t k, Role r, bool own) {
+  // left out).
+  auto peak_rms = [&](size_t k, Role r) {
     double best = 0;
     for (size_t i = ranges[k].first; i < ranges[k].second; ++i) {
       const TensorRecord* b = matched_bench(i);
       if (b == nullptr || role(i) != r || is_param(i)) continue;
-      best = std::max(best, own ? std::max(rms(*b), expected[i]) : rms(*b));
+      best = std::max(best, rms(*b));
     }
     return best;
   };
@@ -116,7 +116,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
       }
     if (const auto* fwd = range_named(forward_of(name))) {
       const size_t f = static_cast<size_t>(fwd - ranges.data());
-      const double in = peak_rms(f, Role::kInput, false), out = peak_rms(f, Role::kOutput, false);
+      const double in = peak_rms(f, Role::kInput), out = peak_rms(f, Role::kOutput);
       // The gradients' own RMS, not their expected one: only a cancellation
       // this call makes gives its outputs a scale. A call that passes a
       // residue on (a linear map of it) leaves a record its own size; its
@@ -170,7 +170,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
       const double g = std::max(rms(*b), expected[i]);
       if (g > gradient) gradient = g, gradient_numel = numel(*b);
     }
-    const double x = fwd ? peak_rms(static_cast<size_t>(fwd - ranges.data()), Role::kInput, false) : 0.0;
+    const double x = fwd ? peak_rms(static_cast<size_t>(fwd - ranges.data()), Role::kInput) : 0.0;
     if (gradient == 0) continue;
     for (size_t i = begin; i < end; ++i) {
       const TensorRecord* b = matched_bench(i);

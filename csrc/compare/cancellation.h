@@ -12,21 +12,25 @@
 //
 // Expected RMS, from the bench's records (docs/formats.md, "Cancellation"):
 //  * a backward entry's outputs (gradients of the forward call's inputs):
-//    the largest expected RMS of its inputs (gradients of the outputs) times
-//    the forward call's gain, RMS(outputs) / RMS(inputs), which a linear
-//    map, a normalisation or a softmax shares with its backward to within
-//    sqrt(fan_out / fan_in);
+//    the largest RMS of its inputs (gradients of the outputs, at their own
+//    size: a call that passes a residue on makes no cancellation of its
+//    own) times the forward call's gain for that input, RMS(outputs) /
+//    RMS(the input), which a linear map, a normalisation or a softmax shares
+//    with its backward to within sqrt(fan_out / fan_in); for the gradient of
+//    a weight or bias taken as an input (F.linear at L1/mix), the
+//    parameters_grad formula below;
 //  * a {module}.parameters_grad entry's records: sqrt(T) times the expected
 //    RMS of the gradient of the module's output (its first backward call's
 //    input), times the RMS of its first forward call's input for a matrix
 //    (T = numel(gradient) / rows of the parameter), or alone for a vector
 //    (T = numel(gradient) / numel(parameter)): a sum of T products of random
 //    sign;
-//  * an input row whose bench statistics equal, bit for bit, those of an
-//    earlier row given an expected RMS (the same tensor, recorded again as
-//    the next call's input): that row's.
-// Each expected RMS is divided by a margin (8) and kept only where it
-// exceeds the record's own RMS; everything else gets 0 (its own RMS rules).
+//  * an input row whose records on both sides equal, bit for bit, those of
+//    an earlier row given an expected RMS (record_fingerprint.h: the same
+//    tensor, recorded again as the next call's input): that row's.
+// An expected RMS is kept where it exceeds `margin` (8) times the record's
+// own RMS -- a residue -- and is then the scale its errors are measured
+// against, whole; everything else gets 0 (its own RMS rules).
 
 #include <vector>
 

@@ -32,8 +32,8 @@ constexpr std::array<int, kNumClasses> kClasses = {kAggregateClass, kExtremeClas
 // move; faults are 100x or more above the inputs' noise in this column.
 constexpr double kSketchRatioFactor = 4.0;
 // Cancellation (docs/formats.md): a record is judged against the RMS it is
-// expected to have from what produced it, divided by this margin, when that
-// exceeds its own (backward gains differ from forward gains by about
+// expected to have from what produced it when that exceeds its own by more
+// than this margin (backward gains differ from forward gains by about
 // sqrt(fan_out / fan_in); 8 leaves room for that).
 constexpr double kExpectedMargin = 8.0;
 
