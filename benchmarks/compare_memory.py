@@ -18,7 +18,9 @@ It prints the medians: compare's speed as json.load CPU / compare CPU, and
 peak RSS / input size (issue 17 and 38 bound it: <= 2). ``--breakdown``
 adds where one compare's CPU time goes, in this process: the engine's
 stages (``_compare.profile_files``), the CSV, the digest, the HTML page and
-the checksum compare. ``--python`` runs another interpreter or checkout;
+the checksum compare. ``--old-pythonpath`` runs another checkout's compare
+(a worktree of the last commit with its .so files) in the same rounds and
+prints old / new. ``--python`` runs another interpreter or checkout;
 ``--append`` adds the table rows to ``benchmarks/results/compare.md``.
 Run: ``python benchmarks/compare_memory.py [--mb 100] [--repeat 3] [--before] [--breakdown]``
 (``--mb 20`` on a small shared machine).
@@ -129,20 +131,24 @@ def run_child(python: str, code: str, args: list[str], env: dict[str, str]) -> U
     return Usage(proc.returncode, usage.ru_utime + usage.ru_stime, wall, peak)
 
 
-def measure(python: str, env: dict[str, str], t: Path, b: Path, out: Path, before: bool) -> dict[str, Usage]:
-    """One round: json.load, compare (and the version before), import alone."""
+def measure(python: str, env: dict[str, str], t: Path, b: Path, out: Path, before: bool,
+            old_pythonpath: str | None = None) -> dict[str, Usage]:
+    """One round: json.load, compare (and the version before, and an older
+    checkout's compare), import alone."""
     compare_args = ["compare", str(t), str(b), "-o", str(out), "-q", "-j", "1"]
     runs = {
-        "json.load": (JSON_LOAD, [str(t), str(b)]),
-        "compare": (CLI, compare_args),
-        "import": (IMPORT, []),
+        "json.load": (JSON_LOAD, [str(t), str(b)], env),
+        "compare": (CLI, compare_args, env),
+        "import": (IMPORT, [], env),
     }
     if before:
-        runs["before"] = (BEFORE_DRIVER.format(tests=str(ROOT / "tests")), compare_args)
+        runs["before"] = (BEFORE_DRIVER.format(tests=str(ROOT / "tests")), compare_args, env)
+    if old_pythonpath:
+        runs["old"] = (CLI, compare_args, dict(env, PYTHONPATH=old_pythonpath))
     got = {}
-    for name, (code, args) in runs.items():
+    for name, (code, args, child_env) in runs.items():
         shutil.rmtree(out, ignore_errors=True)
-        got[name] = run_child(python, code, args, env)
+        got[name] = run_child(python, code, args, child_env)
     return got
 
 
@@ -197,6 +203,10 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--pythonpath", default=str(SRC), help="'' for the interpreter's installed graphprobe")
     parser.add_argument("--label", default="this checkout")
+    parser.add_argument("--old-pythonpath", default=None,
+                        help="also run the compare of another checkout's src (e.g. a git worktree of the last "
+                             "commit, its .so files copied in) in the same rounds, for ratios old vs new")
+    parser.add_argument("--old-label", default="previous commit")
     parser.add_argument("--append", action="store_true")
     args = parser.parse_args()
 
@@ -209,7 +219,8 @@ def main() -> None:
             env["PYTHONPATH"] = args.pythonpath
         else:
             env.pop("PYTHONPATH", None)
-        rounds = [measure(args.python, env, t, b, tmp / "out", args.before) for _ in range(args.repeat)]
+        rounds = [measure(args.python, env, t, b, tmp / "out", args.before, args.old_pythonpath)
+                  for _ in range(args.repeat)]
         layout = "compact" if args.compact else "indent 1"
 
         def med(name: str, field: str) -> float:
@@ -219,10 +230,12 @@ def main() -> None:
             return statistics.median(r["json.load"].cpu_s / r[name].cpu_s for r in rounds)
 
         rows = []
-        for name in ("before", "compare"):
+        labels = {"before": f"{args.label}, checksum pass in Python (as before #38)", "old": args.old_label,
+                  "compare": args.label}
+        for name in ("before", "old", "compare"):
             if name not in rounds[0]:
                 continue
-            label = f"{args.label}, checksum pass in Python (as before #38)" if name == "before" else args.label
+            label = labels[name]
             code = rounds[0][name].code
             rows.append(f"| {label} | {layout} | {size / 1e6:,.0f} | {med(name, 'cpu_s'):.2f} | "
                         f"{med('json.load', 'cpu_s'):.2f} | {ratio(name):.2f} | {med(name, 'peak_rss') / 1e6:,.0f} | "
@@ -233,6 +246,12 @@ def main() -> None:
         print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         print("\n".join(rows))
         print(f"({args.repeat} rounds, medians; json.load peak {med('json.load', 'peak_rss') / 1e6:,.0f} MB)")
+        if "old" in rounds[0]:
+            cpu = statistics.median(r["old"].cpu_s / r["compare"].cpu_s for r in rounds)
+            own = statistics.median((r["old"].cpu_s - r["import"].cpu_s) / (r["compare"].cpu_s - r["import"].cpu_s)
+                                    for r in rounds)
+            peak = statistics.median(r["old"].peak_rss / r["compare"].peak_rss for r in rounds)
+            print(f"old / new, per round, medians: CPU {cpu:.2f}x (less the import: {own:.2f}x), peak RSS {peak:.2f}x")
         if args.breakdown:
             steps = breakdown(t, b, tmp / "bd")
             total = sum(s for _, s in steps)

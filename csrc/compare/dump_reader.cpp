@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "compare/direct_entry.h"
 #include "compare/msprobe_values.h"
 #include "compare/text_feed.h"
 #include "format/json_reader.h"
@@ -39,18 +40,45 @@ std::string last_component(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-// Walks one dump's `data`, appending rows; the JSON path of the value being
-// read is carried along for messages only.
-class Walker {
+// Where a value sits in the document, for messages only: a chain of
+// frames on the walker's stack, spelled out (data["..."].output[0]) only
+// when a message needs it, so that reading builds no path strings.
+struct Path {
+  enum class Kind : uint8_t { kEntry, kField, kIndex, kKey };
+  const Path* parent = nullptr;
+  Kind kind = Kind::kField;
+  std::string_view text;  // entry name, field or key
+  size_t index = 0;
+
+  Path field(std::string_view f) const { return {this, Kind::kField, f, 0}; }
+  Path at(size_t i) const { return {this, Kind::kIndex, {}, i}; }
+  Path key(std::string_view k) const { return {this, Kind::kKey, k, 0}; }
+
+  std::string str() const {
+    std::string out = parent ? parent->str() : std::string();
+    switch (kind) {
+      case Kind::kEntry: out += "data[" + json::quote(std::string(text)) + "]"; break;
+      case Kind::kField: out += "."; out += text; break;
+      case Kind::kIndex: out += "[" + std::to_string(index) + "]"; break;
+      case Kind::kKey: out += "[" + json::quote(std::string(text)) + "]"; break;
+    }
+    return out;
+  }
+};
+
+// Walks one dump's `data`, appending rows; the place of the value being
+// read is carried along (Path) for messages only.
+class Walker final : public SubtreeRows {
  public:
   Walker(const std::string& source, Dump& dump) : source_(source), dump_(dump) {}
 
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
     throw DumpFormatError(source_ + ": " + path + ": " + what);
   }
+  [[noreturn]] void fail(const Path& path, const std::string& what) const { fail(path.str(), what); }
 
   void entry(const std::string& name, const Value& v) {
-    const std::string path = "data[" + json::quote(name) + "]";
+    const Path path{nullptr, Path::Kind::kEntry, name, 0};
     if (!v.is_object()) fail(path, std::string("expected an object, found ") + Value::kind_name(v.kind()));
     entry_ = static_cast<uint32_t>(dump_.entries.size());
     dump_.entries.push_back(name);
@@ -64,39 +92,39 @@ class Walker {
       return;
     }
     // Parameters come before outputs, as msprobe orders them (reorder_index).
-    struct Part {
-      const char* key;
-      const char* row;
-      Role role;
-    };
-    static constexpr Part kParts[] = {{keys::kInputArgs, ".input", Role::kInput},
-                                      {keys::kInputKwargs, ".input", Role::kInput},
-                                      {"input", ".input", Role::kInput},
-                                      {keys::kParameters, ".parameters", Role::kInput},
-                                      {keys::kOutput, ".output", Role::kOutput}};
-    for (const Part& part : kParts) {
+    for (const EntryPart& part : kEntryParts) {
       const Value* p = v.find(part.key);
       if (!p) continue;
       role_ = part.role;
-      node(*p, name + part.row, path + "." + part.key);
+      node(*p, name + part.row, path.field(part.key));
     }
   }
 
+  // One value of entry `entry` that the direct reader (direct_entry.h) left
+  // to the tree: the rows it gives, as entry() would make them.
+  void subtree(const Value& v, const std::string& name, uint32_t entry, Role role, bool keep_positions) override {
+    entry_ = entry;
+    role_ = role;
+    keep_positions_ = keep_positions;
+    const Path path{nullptr, Path::Kind::kEntry, dump_.entries[entry], 0};
+    node(v, name, path.field("(value)"));
+    keep_positions_ = true;
+  }
+
  private:
-  void children(const Value& v, const std::string& prefix, const std::string& path) {
+  void children(const Value& v, const std::string& prefix, const Path& path) {
     const auto& items = v.items();
     for (size_t i = 0; i < items.size(); ++i) {
       if (v.is_array()) {
-        node(items[i], keep_positions_ ? prefix + "." + std::to_string(i) : prefix,
-             path + "[" + std::to_string(i) + "]");
+        node(items[i], keep_positions_ ? prefix + "." + std::to_string(i) : prefix, path.at(i));
       } else {
         const std::string& k = v.keys()[i];
-        node(items[i], prefix + "." + k, path + "[" + json::quote(k) + "]");
+        node(items[i], prefix + "." + k, path.key(k));
       }
     }
   }
 
-  void node(const Value& v, const std::string& name, const std::string& path) {
+  void node(const Value& v, const std::string& name, const Path& path) {
     switch (v.kind()) {
       case Value::Kind::kNull: placeholder(name); return;
       case Value::Kind::kArray: children(v, name, path); return;
@@ -104,7 +132,7 @@ class Walker {
         if (const Value* ct = v.find("class_type"); ct && ct->is_string() && ct->as_string() == "torch.distributed.P2POp") {
           // A P2POp is judged by the tensor it carries.
           const Value* t = v.find("tensor");
-          if (t && t->is_object() && t->find(keys::kType)) leaf(*t, name, path + ".tensor");
+          if (t && t->is_object() && t->find(keys::kType)) leaf(*t, name, path.field("tensor"));
           else placeholder(name);
           return;
         }
@@ -170,17 +198,17 @@ class Walker {
   }
 
   // gen_op_item's special cases for records without a dtype.
-  void value_leaf(const Value& v, const std::string& type, const std::string& name, const std::string& path) {
+  void value_leaf(const Value& v, const std::string& type, const std::string& name, const Path& path) {
     TensorRecord r = record(name);
     r.is_tensor = false;
     const Value* value = v.find(keys::kValue);
     const std::string last = last_component(name);
     if (type == "torch.Size") {
       r.dtype = type;
-      if (!value || !value->is_array()) fail(path + ".value", "expected a list of sizes");
+      if (!value || !value->is_array()) fail(path.field("value"), "expected a list of sizes");
       for (size_t i = 0; i < value->items().size(); ++i) {
         const Value& d = value->items()[i];
-        if (!d.is_integer_literal()) fail(path + ".value[" + std::to_string(i) + "]", "expected an integer");
+        if (!d.is_integer_literal()) fail(path.field("value").at(i), "expected an integer");
         r.shape.push_back(static_cast<int64_t>(d.as_number()));
       }
       value_stats(r, nullptr);
@@ -207,9 +235,9 @@ class Walker {
     dump_.rows.push_back(std::move(r));
   }
 
-  void leaf(const Value& v, const std::string& name, const std::string& path) {
+  void leaf(const Value& v, const std::string& name, const Path& path) {
     const Value* type = v.find(keys::kType);
-    if (!type->is_string()) fail(path + ".type", std::string("expected a string, found ") + Value::kind_name(type->kind()));
+    if (!type->is_string()) fail(path.field("type"), std::string("expected a string, found ") + Value::kind_name(type->kind()));
     const Value* dtype = v.find(keys::kDtype);
     const std::string& t = type->as_string();
     const bool tensor_type = t.size() >= 6 && (t.compare(t.size() - 6, 6, "Tensor") == 0 || t == "torch.nn.parameter.Parameter");
@@ -221,26 +249,26 @@ class Walker {
       return;
     }
     TensorRecord r = record(name);
-    if (!dtype->is_string()) fail(path + ".dtype", std::string("expected a string, found ") + Value::kind_name(dtype->kind()));
+    if (!dtype->is_string()) fail(path.field("dtype"), std::string("expected a string, found ") + Value::kind_name(dtype->kind()));
     r.dtype = dtype->as_string();
 
     const Value* shape = v.find(keys::kShape);
     if (!shape) fail(path, "tensor record without \"shape\"");
-    if (!shape->is_array()) fail(path + ".shape", std::string("expected a list, found ") + Value::kind_name(shape->kind()));
+    if (!shape->is_array()) fail(path.field("shape"), std::string("expected a list, found ") + Value::kind_name(shape->kind()));
     for (size_t i = 0; i < shape->items().size(); ++i) {
       const Value& d = shape->items()[i];
       if (!d.is_integer_literal() || d.as_number() < 0 || d.as_number() > 9.0e18)
-        fail(path + ".shape[" + std::to_string(i) + "]", "expected a non-negative integer");
+        fail(path.field("shape").at(i), "expected a non-negative integer");
       r.shape.push_back(static_cast<int64_t>(d.as_number()));
     }
 
     if (const Value* rg = v.find(keys::kRequiresGrad); rg && !rg->is_null()) {
-      if (!rg->is_bool()) fail(path + ".requires_grad", std::string("expected true or false, found ") + Value::kind_name(rg->kind()));
+      if (!rg->is_bool()) fail(path.field("requires_grad"), std::string("expected true or false, found ") + Value::kind_name(rg->kind()));
       r.requires_grad = rg->as_bool();
     }
 
     if (const Value* dn = v.find(keys::kDataName); dn && !dn->is_null()) {
-      if (!dn->is_string()) fail(path + ".data_name", std::string("expected a string, found ") + Value::kind_name(dn->kind()));
+      if (!dn->is_string()) fail(path.field("data_name"), std::string("expected a string, found ") + Value::kind_name(dn->kind()));
       r.data_name = dn->as_string();
     }
 
@@ -254,19 +282,17 @@ class Walker {
         r.stats[s] = st->as_bool() ? 1.0 : 0.0;  // bool tensors: Max = any, Min = all
         r.kinds[s] = ValueKind::kBool;
       } else {
-        fail(path + "." + kStatKeys[s], std::string("expected a number or null, found ") +
-                                            Value::kind_name(st->kind()));
+        fail(path.field(kStatKeys[s]), std::string("expected a number or null, found ") + Value::kind_name(st->kind()));
       }
     }
     if (const Value* sk = v.find(keys::kSketch); sk && !sk->is_null()) {
       if (!sk->is_array() || sk->items().size() != 4)
-        fail(path + "." + keys::kSketch, "expected a list of 4 numbers");
+        fail(path.field(keys::kSketch), "expected a list of 4 numbers");
       std::array<double, 4> values{};
       for (size_t k = 0; k < 4; ++k) {
         const Value& x = sk->items()[k];
         if (!x.is_number())
-          fail(path + "." + keys::kSketch + "[" + std::to_string(k) + "]",
-               std::string("expected a number, found ") + Value::kind_name(x.kind()));
+          fail(path.field(keys::kSketch).at(k), std::string("expected a number, found ") + Value::kind_name(x.kind()));
         values[k] = x.as_number();
       }
       r.sketch = static_cast<int32_t>(dump_.sketches.size());
@@ -373,6 +399,14 @@ auto retrying(json::ObjectStream& in, TextFeed* feed, F&& step) -> decltype(step
   }
 }
 
+// An entry holding one tensor record without "md5", as the checksum
+// collector sees it: what it is told of an entry the direct reader read
+// (it only counts such records, to know whether a later "md5" came late).
+const json::Value& tensor_without_checksum() {
+  static const json::Value v = json::parse(R"({"output": {"dtype": null, "shape": null}})");
+  return v;
+}
+
 // Text behind the parser is given back in steps of this many bytes.
 constexpr size_t kReleaseStep = size_t{8} << 20;
 
@@ -392,6 +426,9 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed, boo
   Dump dump;
   dump.source = source;
   Walker w(source, dump);
+  DirectEntryReader direct(dump, w);
+  // The second read for checksums (all_checksums) walks every entry's tree.
+  bool direct_ok = !all_checksums;
   ChecksumCollector checksums(all_checksums);
   size_t note_count = 0;
   std::vector<json::DuplicateKey> dups;
@@ -437,13 +474,36 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed, boo
         std::string name;
         while (retrying(in, feed, [&] { return in.next_key(name); })) {
           entry_lines.push_back(in.position());
+          bool direct_read = false;
           const json::Value entry = retrying(in, feed, [&] {
             dups.clear();
+            if (direct_ok) {
+              dump.entries.push_back(name);
+              const size_t end = direct.read(in.text(), in.offset(), in.depth(), in_last_two(name, "parameters_grad"));
+              if (end != DirectEntryReader::npos) {
+                in.skip_to(end);
+                direct_read = true;
+                return json::Value();
+              }
+              dump.entries.pop_back();
+            }
             return in.value();
           });
-          note_duplicates(dump, note_count, dups, "data[" + json::quote(name) + "]");
-          w.entry(name, entry);
-          checksums.entry(static_cast<uint32_t>(dump.entries.size() - 1), name, entry);
+          const uint32_t index = static_cast<uint32_t>(dump.entries.size() - (direct_read ? 1 : 0));
+          if (direct_read) {
+            // What the checksum collector would have seen in its tree: tensor
+            // records without "md5" (it only counts them).
+            if (direct.saw_tensor()) checksums.entry(index, name, tensor_without_checksum());
+          } else {
+            if (!dups.empty()) note_duplicates(dump, note_count, dups, "data[" + json::quote(name) + "]");
+            w.entry(name, entry);
+            checksums.entry(index, name, entry);
+            // From the first checksum on, the collector wants every entry's tree.
+            bool tensor = false;
+            if (direct_ok && entry.is_object())
+              for (const json::Value& part : entry.items())
+                if (holds_checksum(part, tensor)) direct_ok = false;
+          }
           if (feed && in.offset() - released > kReleaseStep) {
             in.count_lines_to(in.offset());  // later messages still know their line
             released = in.offset();
@@ -456,7 +516,7 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed, boo
         dups.clear();
         return in.value();
       });
-      note_duplicates(dump, note_count, dups, json::quote(key));
+      if (!dups.empty()) note_duplicates(dump, note_count, dups, json::quote(key));
       if (key == keys::kTask) dump.task = v.is_string() ? v.as_string() : std::string();
     }
     retrying(in, feed, [&] {

@@ -102,7 +102,8 @@ struct Dump {
 };
 
 // "data" is read entry by entry (json::ObjectStream): memory holds the
-// records, not the document's tree. A key repeated in one object keeps its
+// records, not the document's tree; common entries go straight from the
+// text into records (direct_entry.h), the rest through a json::Value tree. A key repeated in one object keeps its
 // last value at the place of the first, as Python's json.load (and so
 // msprobe) reads it, and adds a note naming the key and its line.
 Dump parse_dump(std::string_view text, const std::string& source);

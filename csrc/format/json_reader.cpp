@@ -78,6 +78,7 @@ class Parser {
 
  private:
   friend class ObjectStream;
+  friend Value parse_value(std::string_view, size_t, const ParseOptions&, size_t*);
 
   void finish() {
     skip_ws();
@@ -458,6 +459,15 @@ Value parse(std::string_view text, const ParseOptions& options) {
   return Parser(without_bom(text), options).document();
 }
 
+Value parse_value(std::string_view text, size_t depth, const ParseOptions& options, size_t* consumed) {
+  Parser p(text, options);
+  Value v;
+  p.skip_ws();
+  p.value(v, depth);
+  *consumed = p.pos_;
+  return v;
+}
+
 ObjectStream::ObjectStream(std::string_view text, const ParseOptions& options)
     : parser_(std::make_unique<Parser>(without_bom(text), options)) {}
 
@@ -509,6 +519,10 @@ void ObjectStream::finish() { parser_->finish(); }
 std::pair<size_t, size_t> ObjectStream::position() const { return parser_->locate(parser_->pos_); }
 
 size_t ObjectStream::offset() const { return parser_->pos_; }
+
+std::string_view ObjectStream::text() const { return parser_->text_; }
+
+void ObjectStream::skip_to(size_t offset) { parser_->pos_ = std::min(offset, parser_->text_.size()); }
 
 ObjectStream::Mark ObjectStream::mark() const {
   const Parser& p = *parser_;

@@ -102,6 +102,13 @@ struct ParseOptions {
 // Parses one JSON document (surrounding whitespace allowed, nothing else).
 Value parse(std::string_view text, const ParseOptions& options = {});
 
+// Parses the one value at the start of `text` (whitespace before it
+// allowed, anything after it left alone), as if nested `depth` levels deep;
+// *consumed: the bytes read, up to the end of the value. For readers that
+// take the common shapes straight from the text and want a tree only for
+// the rest. Lines and columns in errors count from the start of `text`.
+Value parse_value(std::string_view text, size_t depth, const ParseOptions& options, size_t* consumed);
+
 class Parser;
 
 // Reads one object member by member, each member's value parsed on its own:
@@ -129,6 +136,13 @@ class ObjectStream {
   std::pair<size_t, size_t> position() const;
   // Byte offset of the cursor.
   size_t offset() const;
+  // The text the offsets count in (without a byte order mark).
+  std::string_view text() const;
+  // Nesting of the value at the cursor (the entered objects).
+  size_t depth() const { return first_member_.size(); }
+  // Moves the cursor to the end of the current member's value, read by the
+  // caller from text() instead of by value().
+  void skip_to(size_t offset);
 
   // For text that arrives in pieces (see compare's read_dump): an operation
   // that failed because it ran into bytes not yet there is retried, from a
