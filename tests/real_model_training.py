@@ -139,7 +139,10 @@ class Case:
     how: str = ""  # exact | consumer | none
     got: str | None = None
     gate_fails: bool | None = None
-    outcome: str = ""  # named exactly | first consumer | missed | wrong place | silent | false alarm | error
+    # named exactly | first consumer | missed | wrong place | silent | false
+    # alarm | error | no effect (a fault that changes no record of the level
+    # in the eager reference: nothing to name; a name given is a wrong place)
+    outcome: str = ""
     effect: float | None = None  # rel. L2 change of the model's output (fault vs eager)
     noise: float | None = None  # the same for a clean compile of the pair (where measured)
     message: str = ""
@@ -152,7 +155,7 @@ class Case:
     @property
     def ok(self) -> bool:
         """As the acceptance wants: a fault named at its place, a clean pair silent."""
-        return self.outcome in ("named exactly", "first consumer", "silent")
+        return self.outcome in ("named exactly", "first consumer", "silent", "no effect")
 
 
 def judge(case: Case, target: str, bench: str, out_dir: str) -> Case:
@@ -164,6 +167,8 @@ def judge(case: Case, target: str, bench: str, out_dir: str) -> Case:
         case.outcome = "silent" if case.got is None and not res.gate_error else "false alarm"
         if case.got is None and res.gate_error:
             case.message = "; ".join(res.gate_error)[:300]
+    elif case.how == "none":
+        case.outcome = "no effect" if case.got is None else "wrong place"
     elif case.got is None:
         case.outcome = "missed"
     elif case.got == case.expected:
