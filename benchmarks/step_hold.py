@@ -17,7 +17,12 @@ until the writer is idle (not timed), then times one call, interleaved:
   forward is shorter than one write.
 
 Reported per record count: the medians and the median of the per-round
-ratios ``step / collect``. Runs with any graphprobe build that has the public
+ratios ``step / collect``.
+
+``--models transformer-s`` also times ``step()`` after each forward of a
+model of :mod:`benchmarks.models` (eager, L0, ``torch.no_grad()`` as the
+suite runs it): a model with parameters, whose wiring also counts parameter
+gradients (issue 39 found step() walking every parameter there each step). Runs with any graphprobe build that has the public
 dumper API, so the same file measures the code before and after a change.
 """
 
@@ -93,6 +98,42 @@ def _one(records: int, device: torch.device, repeats: int, root: str) -> dict[st
     }
 
 
+def model_step_hold(name: str, device: torch.device, repeats: int = 200) -> dict[str, Any]:
+    """``step()`` and ``step(dump=False)`` after each forward of the model
+    ``name`` of :mod:`benchmarks.models` (eager, L0, no_grad), writer idle,
+    interleaved; medians as :func:`step_hold`'s rows."""
+    from benchmarks.models import MODELS
+
+    spec = MODELS[name]
+    model, x = spec.build(device), spec.make_input(device)
+    root = tempfile.mkdtemp(prefix="graphprobe-step-hold-")
+    config = os.path.join(root, "config.json")
+    with open(config, "w") as f:
+        json.dump({"task": "statistics", "level": "L0", "rank": [], "dump_path": os.path.join(root, "dump")}, f)
+    dumper = graphprobe.AclGraphDumper(config)
+    graphprobe.AclGraphDumper._started = None
+    dumper.start(model)
+    kinds: dict[str, list[float]] = {"step": [], "collect": []}
+    gc.collect()
+    gc.disable()
+    try:
+        with torch.no_grad():
+            for r in range(repeats + 3):  # the first rounds create the slots
+                for kind in (list(kinds) if r % 2 else list(kinds)[::-1]):
+                    model(x)
+                    saving.flush()
+                    took = _timed(dumper.step if kind == "step" else lambda: dumper.step(dump=False))
+                    if r >= 3:
+                        kinds[kind].append(took)
+        dumper.flush()
+    finally:
+        gc.enable()
+        dumper.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return {"model": name, "step_s": statistics.median(kinds["step"]),
+            "collect_s": statistics.median(kinds["collect"]), "repeats": repeats}
+
+
 def step_hold(device: torch.device, record_counts: tuple[int, ...] = (16, 100), repeats: int = 200) -> list[dict[str, Any]]:
     """One row per record count (see the module docstring). Starts and stops
     its own dumpers: call it while no other dumper is started."""
@@ -110,9 +151,17 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Time step() on the caller's thread (see the module docstring).")
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--records", type=int, nargs="+", default=[16, 100])
+    parser.add_argument("--models", nargs="*", default=[], help="models of benchmarks.models, e.g. transformer-s")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"graphprobe from {os.path.dirname(graphprobe.__file__)}")
+    if args.models:
+        import sys
+
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script
+    for name in args.models:
+        row = model_step_hold(name, torch.device("cpu"), args.repeats)
+        print(f"{name}: step {row['step_s'] * 1e3:.3f} ms, step(dump=False) {row['collect_s'] * 1e3:.3f} ms")
     for row in step_hold(torch.device("cpu"), tuple(args.records), args.repeats):
         print(f"{row['records']:4d} records ({row['entries']} entries): step {row['step_s'] * 1e3:.3f} ms, "
               f"collect only {row['collect_s'] * 1e3:.3f} ms, step/collect {row['step_over_collect']:.2f}x, "

@@ -174,6 +174,46 @@ def test_gradient_accumulation_records_every_pass_and_the_accumulated_gradient(w
     assert not any(".parameters_grad.1" in k for k in data)
 
 
+def test_step_records_parameter_gradients_only_when_a_pass_counted(write_config, tmp_path, monkeypatch):
+    """Without an optimizer step() records the gradients; the passes restart at each step, a discarded
+    step resets them, and a step after which no pass was counted does not walk the parameters at all
+    (issue 39: that walk ran every step and was most of step()'s time on a small transformer)."""
+    from graphprobe.wiring.backward import ParamGradRecorder
+
+    walks: list[bool] = []
+    original = ParamGradRecorder.record
+
+    def counting(self: ParamGradRecorder, record: bool = True, reset: bool = True) -> None:
+        walks.append(record)
+        original(self, record, reset)
+
+    monkeypatch.setattr(ParamGradRecorder, "record", counting)
+    model = _net()
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    model(_x()).sum().backward()
+    dumper.step()  # step 0: one pass, recorded at step()
+    for micro in range(2):
+        model(_x(micro + 2)).sum().backward()
+    dumper.step(dump=False)  # discarded: its two passes are not counted later
+    model.zero_grad()
+    model(_x(4)).sum().backward()
+    dumper.step()  # step 1: one pass again
+    assert len(walks) == 3
+    with torch.no_grad():
+        model(_x(5))
+    dumper.step()  # step 2: nothing counted, nothing walked
+    model(_x(6))
+    dumper.step()  # step 3: grad on, no backward: the same
+    dumper.stop()
+    assert len(walks) == 3
+    for step in (0, 1):
+        rows = _read(str(tmp_path / "dump"), step)["Module.block.fc1.Linear.parameters_grad.0"]["weight"]
+        assert rows[0]["backward_passes"] == 1, step
+    for step in (2, 3):
+        assert not any(".parameters_grad." in k for k in _read(str(tmp_path / "dump"), step))
+
+
 def test_no_grad_steps_record_no_backward_and_warn_nothing(write_config, tmp_path):
     model = _net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -309,19 +309,21 @@ class AclGraphDumper:
         if not self._active:
             return
         recording = self._enabled
+        # Named once per step (the rank's checks cost tens of microseconds): the replay and the dump
+        # use the same folder.
+        step_dir = self._step_dir() if dump else None
         if self._wired is not None:
             # Parameter gradients as the optimizer sees them (wiring/backward.py), then "replay": this
             # step's kept calls re-run, replay.json written (graphprobe.replay).
             record_parameter_grads(self._wired.wiring, dump and recording)
-            replay_at_step(self._wired.wiring, self.config.replay, self._step_dir() if dump else None)
-        if not dump:
+            replay_at_step(self._wired.wiring, self.config.replay, step_dir)
+        if step_dir is None:
             summary = _C.finish_step(None, self.config.task, self.config.level)
         else:
             # A step that recorded nothing writes no folder (an empty dump.json
             # per step would fill the disk with nothing when step() runs
             # without the model); N still counts iterations so that step
             # numbers line up with the bench, and the first such step warns.
-            step_dir = self._step_dir()
             self._step += 1
             # The previous step's files had a whole iteration to reach the
             # disk. Its failures are taken before this step's job is queued,
