@@ -23,7 +23,8 @@ from graphprobe.history.rules import AnomalyRule  # noqa: E402
 
 
 def _train(tmp_path: Path, steps: int, plant: str, at: int, compile_backend: str | None = None,
-           keep: int = 3, after: int = 1, explicit_at: int | None = None) -> tuple[FlightRecorder, Path]:
+           keep: int = 3, after: int = 1, explicit_at: int | None = None,
+           background: bool = True) -> tuple[FlightRecorder, Path]:
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"task": "statistics", "level": "L0", "dump_path": str(tmp_path / "dump")}))
     torch.manual_seed(0)
@@ -33,7 +34,7 @@ def _train(tmp_path: Path, steps: int, plant: str, at: int, compile_backend: str
     dumper.start(model)
     run = torch.compile(model, backend=compile_backend) if compile_backend else model
     rec = FlightRecorder(dumper, tmp_path / "hist", every=8, keep=keep, after=after,
-                         rule=AnomalyRule(k=6.0, window=10, min_history=5))
+                         rule=AnomalyRule(k=6.0, window=10, min_history=5), background=background)
     gen = torch.Generator().manual_seed(1)
     try:
         for step in range(steps):
@@ -101,3 +102,70 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
         FlightRecorder(object(), tmp_path, keep=-1)
     with pytest.raises(ValueError, match="start the dumper first"):
         FlightRecorder(AclGraphDumper(), tmp_path)
+
+
+def test_reading_on_the_recorder_thread_gives_the_callers_answers(tmp_path: Path) -> None:
+    """The same run read on the recorder's thread and on the caller's: the same triggers, history rows
+    and dumps kept (issue 39: the reading moved off the caller's thread)."""
+    import pyarrow.parquet as pq
+
+    runs = {}
+    for background in (True, False):
+        (tmp_path / str(background)).mkdir()
+        rec, root = _train(tmp_path / str(background), steps=24, plant="grad", at=17, explicit_at=6,
+                           background=background)
+        table = pq.read_table(sorted((root / "hist").rglob("*.parquet"))).to_pylist()
+        runs[background] = (rec.triggers, table, _steps_on_disk(root),
+                            (root / "hist" / "triggers_rank00000.jsonl").read_text())
+    assert runs[True] == runs[False]
+    assert [t.step for t in runs[True][0]][:2] == [6, 17]
+
+
+def test_a_failed_step_is_raised_on_the_callers_thread_and_later_ones_still_come(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from graphprobe.history import recorder as recorder_module
+
+    real = recorder_module.read_dump_json
+
+    def failing(path, step, rank):  # type: ignore[no-untyped-def]
+        if step == 3:
+            raise ValueError("planted: step 3 unreadable")
+        return real(path, step, rank)
+
+    monkeypatch.setattr(recorder_module, "read_dump_json", failing)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": "statistics", "level": "L0", "dump_path": str(tmp_path / "dump")}))
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    dumper = AclGraphDumper(str(cfg))
+    dumper.start(model)
+    threads: list[threading.Thread] = []
+    rec = FlightRecorder(dumper, tmp_path / "hist", every=4, keep=1, after=0, rule=None,
+                         on_trigger=lambda t: threads.append(threading.current_thread()))
+    returned: dict[int, list[int]] = {}
+    try:
+        for step in range(8):
+            model(torch.ones(2, 4))
+            try:
+                returned[step] = [t.step for t in rec.step()]
+            except ValueError as exc:
+                assert "planted: step 3" in str(exc)
+                returned[step] = ["raised"]  # type: ignore[list-item]
+            if step in (3, 5):
+                rec.trigger(f"at {step}")  # the step just ended
+        returned[8] = [t.step for t in rec.close()]
+    finally:
+        dumper.stop()
+    # Step k is handed over by the call ending step k + 1 and delivered by the call ending step k + 2.
+    assert returned == {0: [], 1: [], 2: [], 3: [], 4: [], 5: ["raised"], 6: [], 7: [5], 8: []}
+    assert [t.reason for t in rec.triggers] == ["at 5"]  # step 3's trigger failed with its step, raised
+    assert threads == [threading.main_thread()]
+    rows = pq_steps(tmp_path / "hist")
+    assert rows == [0, 1, 2, 4, 5, 6, 7]
+
+
+def pq_steps(hist: Path) -> list[int]:
+    import pyarrow.parquet as pq
+
+    return sorted({r["step"] for f in hist.rglob("*.parquet") for r in pq.read_table(f).to_pylist()})

@@ -4,8 +4,9 @@ full step dumps kept only around a trigger (docs/history.md, "Flight recorder").
 The dumper writes every step's dump.json as usual (on its writer thread).
 :meth:`FlightRecorder.step` ends the step with ``dumper.step()`` -- which
 waits for the *previous* step's files, so reading them needs no extra
-synchronisation -- then reads that previous step's dump.json into the
-history (one Parquet file per ``every`` steps) and judges every value:
+synchronisation -- then hands that previous step to the recorder's own
+thread, which reads its dump.json into the history (one Parquet file per
+``every`` steps) and judges every value while the next iteration runs:
 
 * a NaN or infinity in any statistic (computed in the graph already),
 * the running-mean rule (rules.py) on each record, and on the loss handed to
@@ -16,6 +17,12 @@ A trigger keeps the full dumps of its step, the ``keep`` steps before it and
 the ``after`` steps after it; every other step's dump folder is deleted once
 no future trigger can need it. Triggers are returned, passed to
 ``on_trigger`` and appended to ``HIST/triggers_rank{R}.jsonl``.
+
+The steps are read and judged in order by one thread, so the history, the
+triggers and the dumps kept are those of reading them on the caller's
+thread; a step's triggers (and its failures, raised) reach the caller at the
+next :meth:`FlightRecorder.step` after the one that handed it over, i.e.
+two calls after the step itself, or at :meth:`FlightRecorder.close`.
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ import math
 import os
 import shutil
 import warnings
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -69,11 +78,17 @@ class FlightRecorder:
     the triggers file but keep no more dumps (a NaN that spreads would
     otherwise keep every step); ``on_trigger``: called on the caller's
     thread with each :class:`Trigger`.
+
+    ``background``: reading and judging run on one thread of the
+    recorder's (see the module docstring) and a step's triggers come two
+    :meth:`step` calls after it; False reads and judges on the caller's
+    thread inside :meth:`step`, which then returns the triggers of the step
+    it ended before (one call after it, at the cost of the reading).
     """
 
     def __init__(self, dumper: Any, history: str | os.PathLike[str], every: int = 100, keep: int = 5,
                  after: int = 2, rule: AnomalyRule | None = AnomalyRule(), max_triggers: int = 10,
-                 on_trigger: Callable[[Trigger], None] | None = None) -> None:
+                 on_trigger: Callable[[Trigger], None] | None = None, background: bool = True) -> None:
         for name, value, low in (("keep", keep, 0), ("after", after, 0), ("max_triggers", max_triggers, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"FlightRecorder: {name} must be an int >= {low}, got {value!r}")
@@ -87,6 +102,7 @@ class FlightRecorder:
         self.rule = rule
         self.max_triggers = max_triggers
         self.on_trigger = on_trigger
+        self.background = bool(background)
         self.triggers: list[Trigger] = []
         self._writer: HistoryWriter | None = None
         self._windows: dict[str, RunningWindow] = {}
@@ -97,6 +113,10 @@ class FlightRecorder:
         self._explicit: list[str] = []
         self._warned_max = False
         self._trigger_steps = 0  # steps whose triggers kept dumps
+        # One thread, so steps are read and judged in order (the rule's windows, the ring of dumps);
+        # its state (_writer, _windows, _on_disk, _pinned, ...) is touched by that thread alone.
+        self._pool: ThreadPoolExecutor | None = None
+        self._jobs: deque[Future[tuple[list[Trigger], list[str]]]] = deque()
 
     def step(self, dump: bool = True, loss: float | Any | None = None) -> list[Trigger]:
         """``dumper.step(dump)``, then the previous step into the history;
@@ -105,34 +125,83 @@ class FlightRecorder:
         folder = self.dumper._step_dir() if dump else None
         number = self.dumper.step_number
         self.dumper.step(dump)
-        fired = self._ingest()
+        self._submit()
         if dump:
             self._pending = (number, folder, None if loss is None else float(loss))
-        return fired
+        # The step handed over by the previous call had this whole iteration to be read: wait for it
+        # (and so keep at most one step in flight), not for the one just handed over.
+        return self._collect(keep=1 if self.background else 0)
 
     def trigger(self, reason: str = "explicit call") -> None:
         """Keeps the full dump of the step just ended (and the ``keep`` before it)."""
         self._explicit.append(str(reason))
 
     def close(self) -> list[Trigger]:
-        """Waits for the last step's files, reads them and writes the rest of the history."""
+        """Waits for the last step's files, reads them and writes the rest of
+        the history; returns the triggers not yet returned by :meth:`step`."""
         self.dumper.flush()
-        fired = self._ingest()
+        self._submit()
+        try:
+            fired = self._collect(keep=0)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
         if self._writer is not None:
             self._writer.close()
         return fired
 
     # -- internals ---------------------------------------------------------
 
-    def _ingest(self) -> list[Trigger]:
+    def _submit(self) -> None:
+        """Hands the pending step (with the explicit triggers given since it ended) to the thread."""
+        explicit, self._explicit = self._explicit, []
         if self._pending is None:
-            explicit, self._explicit = self._explicit, []
             if explicit:
                 warnings.warn("FlightRecorder.trigger: no step was recorded yet; nothing kept", RuntimeWarning,
                               stacklevel=3)
-            return []
-        step, folder, loss = self._pending
-        self._pending = None
+            return
+        pending, self._pending = self._pending, None
+        if not self.background:
+            done: Future[tuple[list[Trigger], list[str]]] = Future()
+            try:
+                done.set_result(self._ingest(*pending, explicit))
+            except Exception as exc:  # raised by _collect, as the thread's failures are
+                done.set_exception(exc)
+            self._jobs.append(done)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphprobe-flight-recorder")
+        self._jobs.append(self._pool.submit(self._ingest, *pending, explicit))
+
+    def _collect(self, keep: int) -> list[Trigger]:
+        """Waits for all but the ``keep`` newest steps handed over; on the
+        caller's thread: their warnings, ``on_trigger`` and the first failure
+        raised (after the steps before it are delivered)."""
+        fired: list[Trigger] = []
+        failure: BaseException | None = None
+        while len(self._jobs) > keep:
+            try:
+                found, notes = self._jobs.popleft().result()
+            except Exception as exc:  # the other steps are still delivered; the first failure is raised
+                failure = failure or exc
+                continue
+            for note in notes:
+                warnings.warn(note, RuntimeWarning, stacklevel=3)
+            self.triggers += found
+            for t in found:
+                if self.on_trigger is not None:
+                    self.on_trigger(t)
+            fired += found
+        if failure is not None:
+            raise failure
+        return fired
+
+    def _ingest(self, step: int, folder: str, loss: float | None,
+                explicit: list[str]) -> tuple[list[Trigger], list[str]]:
+        """One step into the history, judged (on the recorder's thread);
+        returns its triggers and the warnings to give on the caller's."""
+        notes: list[str] = []
         rank = self._rank(folder)
         dump_json = os.path.join(folder, "dump.json")
         rows = read_dump_json(dump_json, step, rank) if os.path.isfile(dump_json) else StepRows(step, rank)
@@ -148,8 +217,7 @@ class FlightRecorder:
         if os.path.isdir(folder):
             self._on_disk[step] = folder
         fired = self._judge(rows, rank)
-        fired += [Trigger(step, rank, None, "explicit", None, r) for r in self._explicit]
-        self._explicit = []
+        fired += [Trigger(step, rank, None, "explicit", None, r) for r in explicit]
         if fired:
             self._log(fired)
             if self._trigger_steps < self.max_triggers:
@@ -158,18 +226,14 @@ class FlightRecorder:
                 self._pin_until = max(self._pin_until, step + self.after)
             elif not self._warned_max:
                 self._warned_max = True
-                warnings.warn(f"graphprobe: FlightRecorder: {self.max_triggers} triggered steps kept their dumps; later "
-                              "ones are only logged (max_triggers)", RuntimeWarning, stacklevel=3)
-            self.triggers += fired
-            for t in fired:
-                if self.on_trigger is not None:
-                    self.on_trigger(t)
+                notes.append(f"graphprobe: FlightRecorder: {self.max_triggers} triggered steps kept their dumps; "
+                             "later ones are only logged (max_triggers)")
         if step <= self._pin_until:
             self._pinned.add(step)
         # No future trigger (at step + 1 or later) needs step - keep any more.
         for old in [s for s in self._on_disk if s <= step - self.keep and s not in self._pinned]:
             self._delete(old)
-        return fired
+        return fired, notes
 
     def _judge(self, rows: StepRows, rank: int) -> list[Trigger]:
         """One trigger per kind per step: its first record in program order,
