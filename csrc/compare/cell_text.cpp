@@ -6,22 +6,40 @@
 namespace graphprobe::compare {
 
 std::string format_number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, res.ptr);
+  std::string out;
+  append_number(out, v);
+  return out;
+}
+
+void append_number(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "nan";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "inf" : "-inf";
+  } else {
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof(buf), v);
+    out.append(buf, res.ptr);
+  }
 }
 
 std::string shape_of(const TensorRecord& r) { return r.shape_text.empty() ? shape_str(r.shape) : r.shape_text; }
 
 std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
+  std::string out;
+  append_shape(out, s);
+  return out;
+}
+
+void append_shape(std::string& out, const std::vector<int64_t>& s) {
+  out.push_back('[');
   for (size_t i = 0; i < s.size(); ++i) {
     if (i) out += ", ";
-    out += std::to_string(s[i]);
+    char buf[24];
+    const auto res = std::to_chars(buf, buf + sizeof(buf), s[i]);
+    out.append(buf, res.ptr);
   }
-  return out + "]";
+  out.push_back(']');
 }
 
 }  // namespace graphprobe::compare

@@ -136,6 +136,15 @@ std::string stat_text(const TensorRecord& r, int s) {
   return r.kinds[s] == ValueKind::kText ? csv_text(stat_cell(r, s)) : stat_cell(r, s);
 }
 
+// Text that csv_text leaves as it is and that needs no quotes.
+bool plain_text(std::string_view s) {
+  if (s.empty()) return true;
+  if (std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) return false;
+  for (char c : s)
+    if (c == ',' || c == '"' || c == '\r' || c == '\n' || c == '\0') return false;
+  return s.front() != ' ' && s.back() != ' ';
+}
+
 // Renders rows [begin, end) -- and the header when begin is 0 -- onto `out`.
 void render_rows(const CompareResult& result, size_t begin, size_t end, std::string& out) {
   // Cells are appended in place: a vector of strings per row made this the
@@ -153,7 +162,38 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     out.push_back('\n');  // pandas (msprobe) writes \n; csv readers accept it
     first = true;
   };
-  auto text_cell = [&cell](bool has, const std::string& v) { cell(has ? csv_text(v) : std::string(kNA)); };
+  auto text_cell = [&](bool has, const std::string& v) {
+    // Most names and dtypes are plain (csv_text leaves them as they are and
+    // they need no quotes): appended without the copies csv_text makes.
+    if (has && plain_text(v)) {
+      if (!first) out.push_back(',');
+      first = false;
+      out.append(v);
+      return;
+    }
+    cell(has ? csv_text(v) : std::string(kNA));
+  };
+  // Numbers need no quotes (digits, '.', 'e', '-', "nan", "inf").
+  auto number_cell = [&](double v) {
+    if (!first) out.push_back(',');
+    first = false;
+    append_number(out, v);
+  };
+  auto shape_cell = [&](bool has, const TensorRecord& r) {
+    if (!has || !r.shape_text.empty()) return cell(has ? shape_of(r) : kNA);
+    if (!first) out.push_back(',');
+    first = false;
+    // "[8, 4096]" holds a comma: quoted; "[]" and "[8]" do not.
+    const bool quoted = r.shape.size() > 1;
+    if (quoted) out.push_back('"');
+    append_shape(out, r.shape);
+    if (quoted) out.push_back('"');
+  };
+  // A statistic's cell; a number is stat_cell's format_number.
+  auto stat_value_cell = [&](bool has, const TensorRecord& r, int s) {
+    if (has && (r.kinds[s] == ValueKind::kInt || r.kinds[s] == ValueKind::kFloat)) return number_cell(*r.stats[s]);
+    cell(has ? stat_text(r, s) : kNA);
+  };
   if (begin == 0) {
     for (const auto& h : csv_header(result.tensor_mode, result.tensor_layout)) cell(h);
     end_line();
@@ -169,18 +209,31 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     text_cell(has_b, b.name);
     text_cell(has_t, t.dtype);
     text_cell(has_b, b.dtype);
-    cell(has_t ? shape_of(t) : kNA);
-    cell(has_b ? shape_of(b) : kNA);
+    shape_cell(has_t, t);
+    shape_cell(has_b, b);
     cell(flag(t.requires_grad));
     cell(flag(b.requires_grad));
     if (real_data) {
       for (int m = 0; m < kNumTensorMetrics; ++m) cell(real_data_cell(r.tensor, m));
     } else {
-      for (int s = 0; s < kNumStats; ++s) cell(diff_cell(r.metrics, s));
-      for (int s = 0; s < kNumStats; ++s) cell(rel_cell(r.metrics, s));
+      // The numbers of diff_cell and rel_cell (metrics.cpp) appended in
+      // place; their words as they give them.
+      for (int s = 0; s < kNumStats; ++s) {
+        const StatDiff k = r.metrics.kind[s];
+        if (k == StatDiff::kNumbers || k == StatDiff::kBenchZero) number_cell(*r.metrics.diff[s]);
+        else cell(diff_cell(r.metrics, s));
+      }
+      for (int s = 0; s < kNumStats; ++s) {
+        if (r.metrics.kind[s] == StatDiff::kNumbers) {
+          number_cell(*r.metrics.rel_pct[s]);
+          out.push_back('%');
+        } else {
+          cell(rel_cell(r.metrics, s));
+        }
+      }
     }
-    for (int s = 0; s < kNumStats; ++s) cell(has_t ? stat_text(t, s) : kNA);
-    for (int s = 0; s < kNumStats; ++s) cell(has_b ? stat_text(b, s) : kNA);
+    for (int s = 0; s < kNumStats; ++s) stat_value_cell(has_t, t, s);
+    for (int s = 0; s < kNumStats; ++s) stat_value_cell(has_b, b, s);
     if (t.requires_grad && b.requires_grad) cell(*t.requires_grad == *b.requires_grad ? "True" : "False");
     else cell(kNA);
     cell(verdict_name(r.verdict));

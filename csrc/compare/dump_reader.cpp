@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <unordered_set>
 
 #include "compare/direct_entry.h"
 #include "compare/msprobe_values.h"
@@ -332,6 +333,20 @@ void note_duplicates(Dump& dump, size_t& count, const std::vector<json::Duplicat
 // the place of the first's, as Python's json.load gives.
 void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector<std::pair<size_t, size_t>>& lines) {
   const size_t n = dump.entries.size();
+  {
+    // Nearly every dump has none: a hash set says so at a fraction of the
+    // sort below (entry names share long prefixes, which string compares
+    // walk again and again).
+    std::unordered_set<std::string_view> seen;
+    seen.reserve(n);
+    bool repeated = false;
+    for (const std::string& e : dump.entries)
+      if (!seen.insert(e).second) {
+        repeated = true;
+        break;
+      }
+    if (!repeated) return;
+  }
   std::vector<uint32_t> order(n);
   for (uint32_t i = 0; i < n; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -48,6 +49,32 @@ size_t read_at(int fd, const std::string& path, char* out, size_t size, size_t o
 void check_no_nul(const std::string& path, const char* data, size_t size, size_t offset) {
   if (const void* p = std::memchr(data, '\0', size))
     fail_nul(path, offset + static_cast<size_t>(static_cast<const char*>(p) - data));
+}
+
+// How often `needle` occurs in `text`. string_view::find looks for the
+// needle's first byte with memchr and then compares: a needle starting with
+// '"' stops at every quote of a JSON text (one in ten bytes). Anchoring on
+// the needle's byte that is rarest in the text's first 64 KiB instead ('y'
+// of "type": a few per record) lets memchr skip a hundred bytes a call.
+size_t count_in(std::string_view text, std::string_view needle) {
+  if (needle.empty() || text.size() < needle.size()) return 0;
+  const std::string_view sample = text.substr(0, size_t{64} << 10);
+  size_t anchor = 0, fewest = SIZE_MAX;
+  for (size_t i = 0; i < needle.size(); ++i) {
+    const size_t seen = static_cast<size_t>(std::count(sample.begin(), sample.end(), needle[i]));
+    if (seen < fewest) fewest = seen, anchor = i;
+  }
+  const char a = needle[anchor];
+  size_t n = 0;
+  const char* p = text.data() + anchor;
+  const char* const last = text.data() + text.size() - (needle.size() - anchor - 1);  // past the last anchor
+  while (p < last) {
+    p = static_cast<const char*>(std::memchr(p, a, static_cast<size_t>(last - p)));
+    if (p == nullptr) break;
+    if (std::memcmp(p - anchor, needle.data(), needle.size()) == 0) ++n;
+    ++p;
+  }
+  return n;
 }
 
 }  // namespace
@@ -107,6 +134,11 @@ TextFeed::TextFeed(const std::string& path) : path_(path) {
     throw std::bad_alloc();
   }
   size_ = size;
+  // Huge pages where the system grants them on request: the text is read
+  // in pieces of 16 MiB and more, and a page fault per 4 KiB was a tenth of
+  // the read (2 x 20 MB in fresh processes: both reads 0.18 -> 0.14 s CPU).
+  // Only advice: nothing changes where it is not taken.
+  ::madvise(data_, size_, MADV_HUGEPAGE);
   try {
     more();
   } catch (...) {
@@ -147,11 +179,7 @@ void TextFeed::release(size_t offset) {
 
 size_t TextFeed::count(std::string_view needle) const {
   if (size_ == 0 || needle.empty()) return 0;
-  if (loaded_ == size_) {
-    size_t n = 0;
-    for (size_t pos = text().find(needle); pos != std::string_view::npos; pos = text().find(needle, pos + 1)) ++n;
-    return n;
-  }
+  if (loaded_ == size_) return count_in(text(), needle);
   // Pieces of 4 MiB overlapping by needle.size() - 1 bytes, none counted twice.
   constexpr size_t kPiece = size_t{4} << 20;
   std::vector<char> buf(kPiece + needle.size());
@@ -161,7 +189,7 @@ size_t TextFeed::count(std::string_view needle) const {
     if (got == 0) break;
     check_no_nul(path_, buf.data() + carry, got, at);
     const std::string_view piece(buf.data(), carry + got);
-    for (size_t pos = piece.find(needle); pos != std::string_view::npos; pos = piece.find(needle, pos + 1)) ++n;
+    n += count_in(piece, needle);
     at += got;
     carry = std::min(needle.size() - 1, piece.size());
     std::memmove(buf.data(), piece.data() + piece.size() - carry, carry);
