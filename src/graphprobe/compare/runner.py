@@ -117,6 +117,10 @@ def compare_pair(
     checksum_line = pair_checksum_line(result, pair.label, checksum_csv_path(csv_path, csv_path.parent, pair.tag))
     if verdict is not None:
         add_reference_columns(csv_path, verdict)
+    # What unmatched rows named alike on both sides are: a list of every
+    # row's view while it runs, so before the plot points (an object per
+    # entry) exist, not on top of them.
+    same_names = same_name_unmatched(result)
     worst, points = digest_rows(result, top)
     divergence, noise, coverage, floors_used = digest_divergence(result)
     first_divergence_index = next((p.index for p in points if p.first_divergence), None)
@@ -130,7 +134,6 @@ def compare_pair(
     within_noise = result.errors_within_noise if verdict is None else 0
     after_update = ((result.parameter_rows_differing, result.parameter_rows)
                     if result.parameters_after_update and result.parameter_rows_differing else None)
-    same_names = same_name_unmatched(result)  # what unmatched rows named alike on both sides are
     if verdict is not None:
         first_divergence = verdict.blamed_entry
     # The page lists at most ROW_LIMIT rows: take them, then free the records
