@@ -124,10 +124,10 @@ def write_markdown(cases: list[T.Case], path: str, header: str) -> None:
              f"{sum(c.outcome == 'silent' for c in clean if c.fault == 'control')} of "
              f"{sum(c.fault == 'control' for c in clean)} silent.", "",
              "## Faults per kind, dtype and level", "",
-             "| fault | dtype | level | cases | named exactly | first consumer | missed | wrong place | error |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| fault | dtype | level | cases | named exactly | first consumer | missed | wrong place | error | no effect |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple[str, str, str], list[T.Case]] = {}
-    for c in faults:
+    for c in faults + no_effect:
         groups.setdefault((c.fault, c.dtype, c.level), []).append(c)
     for key in sorted(groups, key=lambda k: (F.FAULT_KINDS.index(k[0]), k[1] != "fp32", k[2])):
         g = groups[key]

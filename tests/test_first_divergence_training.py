@@ -188,3 +188,31 @@ def test_fail_on_error_passes_a_residue_msprobes_rule_calls_error(tmp_path: Path
     out = capsys.readouterr().out
     assert "row(s) under Result error are msprobe's relative-error rule" in out, out
     assert code == 0, out
+
+
+# -- unrecorded code before a forward call: R, not 4R, over everything upstream -----
+
+def _sketch_error(t: torch.Tensor, b: torch.Tensor) -> float:
+    st, sb = sketch(t), sketch(b)
+    return math.sqrt(sum((x - y) ** 2 for x, y in zip(st, sb)) / 4) / float(b.norm())
+
+
+def test_a_forward_input_beyond_r_times_upstream_names_the_unrecorded_code(tmp_path: Path) -> None:
+    # float32 rounding noise upstream (Sketch ~3e-7 relative L2), then the
+    # input of a projection moved by unrecorded code (an attention's softmax
+    # scale) by ~6e-6: beyond 4 x the noise + the 2e-6 floor, within 16 x it
+    # + the floor. Before, the Sketch's 4R applied here too: missed.
+    g = torch.Generator().manual_seed(5)
+    a, h = torch.randn(8, 32, dtype=torch.float64, generator=g), torch.randn(8, 32, dtype=torch.float64, generator=g)
+    a_t = a + 3e-7 * a.norm() / 16 * torch.randn(8, 32, dtype=torch.float64, generator=g)
+    h_t = h + 6e-6 * h.norm() / 16 * torch.randn(8, 32, dtype=torch.float64, generator=g)
+    u, e = _sketch_error(a_t, a), _sketch_error(h_t, h)
+    assert 4 * u + 2e-6 < e < 16 * u + 2e-6, (u, e)  # the case sits between the two rules
+
+    def dump(a_: torch.Tensor, h_: torch.Tensor) -> dict[str, Any]:
+        return {"Module.q.Linear.forward.0": entry([rec(a)], [rec(a_)]),
+                "Module.o.Linear.forward.0": entry([rec(h_)], [rec(h_ @ W.T)])}
+
+    o = run(tmp_path, dump(a_t, h_t), dump(a, h))
+    assert o.first_divergence == "Module.o.Linear.forward.0", o.divergence and o.divergence.message
+    assert o.divergence.kinds == ("unrecorded-input",)
