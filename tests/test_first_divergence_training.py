@@ -88,7 +88,7 @@ def training_step(weight: torch.Tensor, backward: bool = True) -> dict[str, Any]
     return data
 
 
-def test_parameters_after_the_first_training_step_explain_but_are_no_cause(tmp_path: Path) -> None:
+def test_parameters_at_the_first_training_step_explain_but_are_no_cause(tmp_path: Path) -> None:
     # The weight 1 % apart at step 1 of a training run: what an earlier
     # update leaves between clean runs (Adam: +-lr on elements whose gradient
     # is rounding). Before: "parameter `weight` differs" at step 1.
@@ -96,6 +96,10 @@ def test_parameters_after_the_first_training_step_explain_but_are_no_cause(tmp_p
     o = run(tmp_path / "s1", target, bench, step=1)
     assert o.divergence is None, o.divergence.message
     assert o.parameters_after_update == (1, 1)
+    # From step 2 on a weight nudged between steps looks the same to one pair:
+    # the parameter rule applies (docs/formats.md, "Parameters after an update").
+    o = run(tmp_path / "s2", target, bench, step=2)
+    assert o.divergence is not None and o.divergence.kinds == ("parameter",)
     # Step 0 has had no update: the same difference is a cause.
     o = run(tmp_path / "s0", target, bench, step=0)
     assert o.divergence is not None and o.divergence.kinds == ("parameter",)

@@ -448,9 +448,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   for (size_t i = 0; i < rows.size(); ++i)
     if (result.parameter_of[i] >= 0) drifting[i] = drifting[static_cast<size_t>(result.parameter_of[i])];
   auto parameter = [&](size_t i) { return judged_as_parameter(result, i); };
-  // After a training run's first step every parameter carries the earlier
-  // updates (CompareOptions::step): none is a cause, all explain.
-  result.parameters_after_update = !result.parameters_as_causes && result.step > 0 && records_backward(target);
+  // At a training run's step 1 every parameter carries the first update
+  // (CompareOptions::step): none is a cause, all explain. Not later: a
+  // weight nudged (or a bit flipped) between later steps looks the same to
+  // one pair, and the step before says how far the drift had come (a rule
+  // across steps, not written yet).
+  result.parameters_after_update = !result.parameters_as_causes && result.step == 1 && records_backward(target);
   if (result.parameters_after_update)
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].target >= 0 && parameter(i)) drifting[i] = true;

@@ -85,9 +85,9 @@ struct CompareOptions {
   // The training step the pair was recorded at (-1: not known). After the
   // first step a training run's parameters carry the earlier updates, which
   // clean runs leave apart (Adam moves an element whose gradient is rounding
-  // by +-lr): from step 1 on, parameter rows of a dump that records a
-  // backward pass explain their calls' outputs but are no cause of their
-  // own (find_first_divergence), unless parameters_as_causes.
+  // by +-lr): at step 1, parameter rows of a dump that records a backward
+  // pass explain their calls' outputs but are no cause of their own
+  // (find_first_divergence), unless parameters_as_causes.
   int64_t step = -1;
   bool parameters_as_causes = false;
 };

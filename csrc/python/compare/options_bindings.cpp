@@ -48,9 +48,9 @@ void bind_options(py::module_& m) {
       .def_readwrite("graphprobe_verdicts", &CompareOptions::graphprobe_verdicts,
                      "Result follows graphprobe's additions (unmatched, noise floor), not only msprobe's rules.")
       .def_readwrite("step", &CompareOptions::step,
-                     "The training step of the pair (-1: not known). From step 1 on, the parameters of a dump "
-                     "that records a backward pass explain their calls' outputs but are no first divergence of "
-                     "their own: they carry the earlier updates.")
+                     "The training step of the pair (-1: not known). At step 1 the parameters of a dump that "
+                     "records a backward pass explain their calls' outputs but are no first divergence of their "
+                     "own: they carry the first update.")
       .def_readwrite("parameters_as_causes", &CompareOptions::parameters_as_causes,
                      "Parameters are causes at every step (the rule before issue 35; to look for an error in the "
                      "optimizer's update).");

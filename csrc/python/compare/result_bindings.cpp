@@ -102,7 +102,7 @@ void bind_result(py::module_& m) {
                              },
                              "Rows per Result: pass, warning, error, unmatched.")
       .def_property_readonly("parameters_after_update", [](const CompareResult& r) { return r.parameters_after_update; },
-                             "True when parameters were judged as an earlier training step's update (step > 0, a "
+                             "True when parameters were judged as the first training step's update (step 1, a "
                              "dump with a backward pass): explaining, never a first divergence.")
       .def_property_readonly("parameter_rows", [](const CompareResult& r) { return r.parameter_rows; },
                              "Parameter rows compared.")

@@ -119,7 +119,7 @@ def register(subparsers: Any) -> None:
                         "its floor (default: %(default)s)")
     p.add_argument("--parameters-as-causes", action="store_true",
                    help="first divergence: judge parameters as causes at every step; by default, from a training "
-                        "run's step 1 on, parameters that differ are taken as the earlier updates' doing (clean runs' "
+                        "run's step 1, parameters that differ are taken as the first update's doing (clean runs' "
                         "optimizers leave them apart) and explain their calls' outputs")
     p.add_argument("--reference", metavar="REF",
                    help="a dump of the same model run eagerly in float64 (graphprobe.reference_dump): the first "

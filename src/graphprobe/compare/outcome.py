@@ -130,7 +130,7 @@ class PairOutcome:
     # rounding noise; --fail-on error reports them, not fails.
     errors_within_noise: int = 0
     # (rows differing, rows) of the parameters when they were judged as an
-    # earlier training step's update (step > 0, a dump with a backward
+    # first training step's update (step 1, a dump with a backward
     # pass) and some differ; None otherwise.
     parameters_after_update: tuple[int, int] | None = None
 

@@ -180,7 +180,7 @@ def compare_pair(
 
 def _parameters_after_a_divergence(tasks: list[Any], outcomes: list[PairOutcome], kwargs: dict[str, Any]) -> None:
     """Compares again, with parameters as causes, the pairs whose parameters
-    were taken as the earlier updates' doing (step > 0, some differ) while an
+    were taken as the first update's doing (step 1, some differ) while an
     earlier step of the same process diverged: there the update carried that
     divergence, and the parameter names it (the summary points back at the
     step). A clean run's drift keeps the first judgment."""
@@ -271,9 +271,9 @@ def compare(
             plus its noise floor, an input's R times everything recorded
             before it plus its floor (default 4).
         parameters_as_causes: judge parameters as causes at every step. By
-            default, from a training run's step 1 on (a dump with a backward
+            default, at a training run's step 1 (a dump with a backward
             pass), parameters explain their calls' outputs but are no first
-            divergence of their own: clean runs' updates leave them apart
+            divergence of their own: clean runs' first update leaves them apart
             (docs/formats.md, "Parameters after an update").
         pid_pairing: how a step holding several pid folders is paired:
             "single" (refuse, listing them), "newest" or "order" (see

@@ -63,7 +63,7 @@ def divergence_lines(run: CompareRun) -> list[str]:
         if o.parameters_after_update:
             differing, total = o.parameters_after_update
             lines.append(f"{who}{differing} of {total} parameter rows differ beyond their floor, as the earlier "
-                         f"steps' updates leave them (judged as given from step 1 on, not as a cause; an error in "
+                         f"steps' updates leave them (judged as given at step 1, not as a cause; an error in "
                          f"the optimizer's update shows only here: --parameters-as-causes)")
         if o.errors_within_noise:
             lines.append(f"{who}{o.errors_within_noise} row(s) under Result error are msprobe's relative-error rule "
