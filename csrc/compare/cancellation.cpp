@@ -32,10 +32,6 @@ double rms(const TensorRecord& r) {
   return norm && std::isfinite(*norm) && n > 0 ? std::fabs(*norm) / std::sqrt(n) : 0.0;
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // "Module.fc.Linear.parameters_grad.0" (or without ".0") -> "Module.fc.Linear".
 std::string module_of_parameters_grad(std::string_view name) {
   const size_t at = name.rfind(".parameters_grad");
