@@ -10,7 +10,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "compare/bitwise_pair.h"
 #include "compare/cancellation.h"
 #include "compare/cell_text.h"
 #include "compare/entry_ranges.h"
@@ -545,7 +547,13 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   std::unordered_map<std::string_view, ClassZ> forward_explains;
   walked_path.reserve(ranges.size());
   walked_out.reserve(ranges.size());
-  for (const auto& [begin, end] : ranges) {
+  // A pair that agrees bit for bit (bitwise_pair.h): whether every entry so
+  // far does, and the same-code keys of those that did, with the first such.
+  const std::vector<std::string> same_code = same_code_keys(target, rows, ranges);
+  bool bitwise_so_far = true;
+  std::unordered_map<std::string_view, uint32_t> reproduced;
+  for (size_t range = 0; range < ranges.size(); ++range) {
+    const auto [begin, end] = ranges[range];
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
     ClassZ in_own{0.0, 0.0, 0.0};  // the inputs' e at their own size (own above)
@@ -581,6 +589,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       for (int c : kClasses) in_own[c] = std::max(in_own[c], upstream[c]);
     if (matched == 0) {
       unmatched_since.push_back(entry);
+      bitwise_so_far = false;
       continue;
     }
     // Integer/bool outputs are the entry's own doing when its inputs and
@@ -676,6 +685,48 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     if (out_class >= 0) kinds |= kOutputCause;
     if (integer_output) kinds |= kIntegerOutput;
     if (in_class >= 0) kinds |= kUnrecordedInput;
+    // Below every floor, in a pair that agrees bit for bit so far: named
+    // when the same code turned equal inputs into equal results earlier in
+    // this pair (bitwise_pair.h). The inputs first (code not recorded
+    // before this call changed), then the outputs (this call did).
+    bool entry_bitwise = matched == end - begin;
+    double bitwise_worst = 0;
+    int bitwise_row = -1;
+    for (size_t i = begin; i < end && entry_bitwise; ++i) {
+      const double e = rows[i].z ? (std::isinf(*rows[i].z) ? kInf : max2(ec[i])) : 0.0;
+      if (e <= kBitwiseTolerance) continue;
+      entry_bitwise = false;
+    }
+    // A parameter that differs at all is left to the parameter rules (drift
+    // after an update is not a change of code).
+    const bool parameters_bitwise = max2(par.e) <= kBitwiseTolerance && par.any_z() < kInf;
+    std::optional<uint32_t> same_code_as;
+    if (kinds == 0 && bitwise_so_far && !entry_bitwise && parameters_bitwise && matched == end - begin &&
+        !same_code[range].empty())
+      if (const auto it = reproduced.find(same_code[range]); it != reproduced.end()) same_code_as = it->second;
+    if (same_code_as) {
+      for (const bool inputs : {true, false}) {
+        for (size_t i = begin; i < end; ++i) {
+          const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+          if ((t.role == Role::kInput) != inputs || parameter(i) || !rows[i].z) continue;
+          const double e = max2(ec[i]);
+          if (e > bitwise_worst) bitwise_worst = e, bitwise_row = static_cast<int>(i);
+        }
+        if (bitwise_row >= 0) break;
+      }
+      if (bitwise_row >= 0 && bitwise_worst > kBitwiseMinimum && std::isfinite(bitwise_worst)) {
+        const size_t i = static_cast<size_t>(bitwise_row);
+        int c = 0;
+        for (int k : kClasses) if (ec[i][k] > ec[i][c]) c = k;
+        if (target.rows[static_cast<size_t>(rows[i].target)].role == Role::kInput)
+          kinds |= kUnrecordedInput, in_class = c, in.row[c] = i, best_in = ec[i][c], in_reference = 0;
+        else
+          kinds |= kOutputCause, out_class = c, out.row[c] = i, best_out = ec[i][c];
+        kinds |= kBitwisePair;
+      }
+    }
+    if (entry_bitwise && !same_code[range].empty()) reproduced.emplace(same_code[range], entry);
+    if (!entry_bitwise) bitwise_so_far = false;
     if (kinds == 0) {
       // An integer/bool record differs (explained by the inputs' rounding,
       // or by such a change upstream).
@@ -782,6 +833,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       }
       add(m);
     }
+    if (kinds & kBitwisePair)
+      add("every record before it agrees bit for bit, and the same code turned equal inputs into equal results at " +
+          cols[*same_code_as] + " (the pair runs the same kernels: any difference is a change, whatever the floor)");
     d.message = std::move(msg);
     for (size_t i = begin; i < end; ++i) rows[i].first_divergence = true;
     seen.upstream = true;

@@ -196,6 +196,7 @@ enum DivergenceKind : uint8_t {
   kOutputCause = 2,       // an output beyond R x its inputs' and parameters' error + its floor
   kUnrecordedInput = 4,   // an input beyond R x everything recorded before it + its floor
   kIntegerOutput = 8,     // with kOutputCause: an integer/bool output changed while the inputs agree within their floor
+  kBitwisePair = 16,      // with another kind: below the floor, in a pair that agrees bit for bit so far (bitwise_pair.h)
 };
 
 // The Sketch's index next to the four statistics (RowError::worst_stat).

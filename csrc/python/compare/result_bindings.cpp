@@ -29,6 +29,7 @@ py::list kind_names(uint8_t kinds) {
   if (kinds & kOutputCause) out.append("output");
   if (kinds & kUnrecordedInput) out.append("unrecorded-input");
   if (kinds & kIntegerOutput) out.append("integer-output");
+  if (kinds & kBitwisePair) out.append("bitwise-pair");
   return out;
 }
 

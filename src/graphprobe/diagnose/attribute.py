@@ -47,7 +47,9 @@ def replay_scope(first: FirstDivergence) -> tuple[str, str]:
     forward); everything for an API entry."""
     if first.module is None:
         return "", f"{first.entry} is not a module call: every module is replayed"
-    if first.kinds and all(k == "unrecorded-input" for k in first.kinds):
+    # "bitwise-pair" says how the cause was judged, not what it is.
+    causes = [k for k in first.kinds if k != "bitwise-pair"]
+    if causes and all(k == "unrecorded-input" for k in causes):
         parent = first.module.rpartition(".")[0]
         return parent, (f"{first.entry} diverges by its input (code not recorded computed it): its parent "
                         f"{parent or 'the model'} and submodules are replayed")
