@@ -316,13 +316,15 @@ def test_failing_command_is_reported_with_its_log(tmp_path, capsys):
     code = main(["diagnose", "-o", str(tmp_path / "o"), "--no-bisect", "--", PY, "-c", "import sys; sys.exit(3)"])
     assert code == 2
     d = json.loads((tmp_path / "o" / "diagnosis.json").read_text())
-    assert "exit code 3" in d["error"] and d["commands"][0]["exit_code"] == 3
-    assert d["commands"][0]["env"]["TORCHDYNAMO_DISABLE"] == "1"
+    # The reference and the target run at once (issue #37): both are recorded, the reference's failure reported.
+    ref = [c for c in d["commands"] if c["stage"] == "screen-reference"]
+    assert "screen (reference)" in d["error"] and "exit code 3" in d["error"] and ref[0]["exit_code"] == 3
+    assert ref[0]["env"]["TORCHDYNAMO_DISABLE"] == "1" and len(d["commands"]) == 2
     # Run again into the same OUT: the earlier diagnose's files are replaced, not mixed in.
     (tmp_path / "o" / "runs" / "stale").mkdir(parents=True)
     assert main(["diagnose", "-o", str(tmp_path / "o"), "--no-bisect", "--", PY, "-c", "import sys; sys.exit(3)"]) == 2
     assert not (tmp_path / "o" / "runs" / "stale").exists()
-    assert len(json.loads((tmp_path / "o" / "diagnosis.json").read_text())["commands"]) == 1
+    assert len(json.loads((tmp_path / "o" / "diagnosis.json").read_text())["commands"]) == 2
 
 
 # ----------------------------------------------------------------------------- acceptance: the real thing
@@ -600,7 +602,10 @@ def test_interrupt_stops_children_and_says_what_ran(tmp_path, sig):
     assert not _alive(child), "the user's command's child outlived the interrupted diagnose"
     d = json.loads((out / "diagnosis.json").read_text())
     assert "interrupted" in d["error"] and d["error"].startswith("screen:")
-    assert d["commands"][0]["stage"] == "screen-reference" and "interrupted" in d["commands"][0]["note"]
+    # The reference and the target run at once (issue #37): the one the signal interrupted, and the other stopped.
+    notes = {c["stage"]: c["note"] for c in d["commands"]}
+    assert set(notes) == {"screen-reference", "screen-target"} and "interrupted" in notes["screen-target"], notes
+    assert "stopped with its child processes" in notes["screen-reference"], notes
     assert "interrupted" in text and "screen-reference" in text
 
 
@@ -778,7 +783,8 @@ SCHEMA = {
     "repro": ("folder", "script", "missing", "hooks_dropped", "rebuildable", "reproduces", "reproduces_note"),
     "screen": ("reference_dump", "target_dump", "compare_dir", "pairs"),
     "stages": None,
-    "commands": ("stage", "argv", "env", "exit_code", "seconds", "log", "note"),
+    "commands": ("stage", "argv", "env", "exit_code", "seconds", "log", "note", "via"),
+    "runner": ("path", "note", "preloaded", "preload_seconds"),
     "files": ("diagnosis", "html", "summary"),
 }
 NESTED = {("attribution", "modules"): ("module", "entry", "step", "verdict", "reason", "local_error",

@@ -106,7 +106,8 @@ def test_rerun_refuses_a_users_file_and_an_edited_file_and_removes_nothing(tmp_p
     assert _diagnose(out) == 2
     assert not (out / "repro").exists()  # an emptied folder of diagnose's goes
     d = json.loads((out / "diagnosis.json").read_text())
-    assert len(d["commands"]) == 1 and len(list((out / "logs").iterdir())) == 1
+    # The reference and the target run at once (issue #37; the target stopped once the reference failed).
+    assert len(d["commands"]) == 2 and len(list((out / "logs").iterdir())) == 2
 
 
 def test_rerun_refuses_a_link_among_its_folders(tmp_path, capsys):
@@ -155,7 +156,7 @@ def test_a_second_diagnose_into_the_same_out_is_refused_with_the_first_ones_pid(
         first.wait(timeout=300)
     assert first.returncode == 2  # its own command failed (exit 3); the second one did not disturb it
     d = json.loads((out / "diagnosis.json").read_text())
-    assert [c["stage"] for c in d["commands"]] == ["screen-reference"]
+    assert sorted(c["stage"] for c in d["commands"]) == ["screen-reference", "screen-target"]
     # The lock went with its holder: the next diagnose takes the folder over.
     assert _diagnose(out) == 2 and "in use" not in capsys.readouterr().err
 
@@ -200,7 +201,7 @@ def test_a_non_utf8_argument_is_carried_through_not_a_crash(tmp_path, capsys):
     d = json.loads((out / "diagnosis.json").read_text())
     assert d["command"][-1] == arg and os.fsencode(d["command"][-1]) == b"data_\xff.bin"
     assert "exit code 3" in d["error"]
-    (log,) = (out / "logs").iterdir()
+    (log,) = (out / "logs").glob("*_screen-reference.log")
     assert b"data_\xff.bin" in log.read_bytes()  # the log holds the bytes given
     (out / "summary.txt").read_text(encoding="utf-8")  # valid UTF-8, the name escaped
     assert "data_\\udcff.bin" in (out / "report.html").read_text(encoding="utf-8")

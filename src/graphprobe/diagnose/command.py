@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
         "diagnose",
         help="from 'graph mode differs' to the module that creates the error and the compiler stage that causes it",
         usage="graphprobe diagnose [-o OUT] [--reference-cmd CMD] [--level {L0,mix}] [--steps N] [--no-bisect] "
-              "[--timeout S] [--jobs N] -- COMMAND [ARGS...]",
+              "[--timeout S] [--jobs N] [--no-fork-server] -- COMMAND [ARGS...]",
         description="Runs COMMAND (your script, which wires AclGraphDumper() as usual; diagnose supplies its "
         "configuration through $GRAPHPROBE_CONFIG) in four stages: screen (reference = the same command with "
         "TORCHDYNAMO_DISABLE=1, or --reference-cmd; target; compare; first divergence), attribute (the target "
@@ -40,6 +40,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--jobs", type=int_at_least(1), default=None, metavar="N",
                    help="bisect tests run at once (default: one per CPU, at most 8; 1: one at a time, as torch's "
                    "bisector; each is a full run of COMMAND, with its memory)")
+    p.add_argument("--no-fork-server", action="store_true",
+                   help="run every command as a fresh process (default: runs of `python SCRIPT` / `python -m MODULE` "
+                   "are forked from one process that imported torch, inductor and graphprobe once)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to diagnose, after --")
     p.set_defaults(handler=run)
 
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         code, _ = diagnose(DiagnoseOptions(command=cmd, out=args.out, reference_command=reference, level=args.level,
                                            steps=args.steps, bisect=not args.no_bisect, timeout=args.timeout,
-                                           jobs=args.jobs))
+                                           jobs=args.jobs, fork_server=not args.no_fork_server))
     except (OutFolderError, OSError) as e:  # OUT could not be prepared: nothing ran, nothing in it was changed
         print(f"graphprobe diagnose: error: {e}", file=sys.stderr)
         return 2

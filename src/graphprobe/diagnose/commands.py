@@ -31,7 +31,9 @@ STOP_GRACE_S = 5.0
 @dataclass
 class CommandRecord:
     """One command diagnose ran: the stage, the argv, the environment
-    variables diagnose set for it, its exit code, wall time and log file."""
+    variables diagnose set for it, its exit code, wall time and log file,
+    and how it ran (``via``: ``"subprocess"``, or ``"fork server"``, see
+    :mod:`.forkserver`)."""
 
     stage: str
     argv: list[str]
@@ -40,6 +42,7 @@ class CommandRecord:
     seconds: float
     log: str
     note: str = ""
+    via: str = "subprocess"
 
     def as_json(self) -> dict[str, object]:
         """The ``commands[]`` item of diagnosis.json."""
@@ -114,6 +117,8 @@ class Runner:
     log_dir: Path
     timeout: float | None = None
     records: list[CommandRecord] = field(default_factory=list)
+    #: A :class:`.forkserver.ForkServer`: the runs it can take are forked from it (None: every run a subprocess).
+    fork: object | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _started: int = field(default=0, repr=False, compare=False)
 
@@ -136,9 +141,26 @@ class Runner:
         log = self.log_dir / f"{number:03d}_{stage}.log"
         full = {k: v for k, v in os.environ.items() if k not in CONTROLLED_ENV and k not in unset}
         full.update(env)
+        forked = self.fork is not None and self.fork.usable(list(argv), full)  # type: ignore[attr-defined]
         t0 = time.monotonic()
         note = ""
         code: int | None = None
+        if forked:
+            with open(log, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(f"$ {shlex.join(argv)}\n# env: {env}\n# via: fork server\n")
+            try:
+                code, note = self.fork.run(list(argv), full, log, self.timeout, stop)  # type: ignore[attr-defined]
+            except BaseException:
+                with self._lock:
+                    self.records.append(CommandRecord(stage, list(argv), dict(env), None,
+                                                      round(time.monotonic() - t0, 2), str(log),
+                                                      "interrupted: stopped with its child processes", "fork server"))
+                raise
+            rec = CommandRecord(stage, list(argv), dict(env), code, round(time.monotonic() - t0, 2), str(log), note,
+                                "fork server")
+            with self._lock:
+                self.records.append(rec)
+            return rec
         # surrogateescape: an argument that is not UTF-8 (a legal POSIX file name, as sys.argv holds it) is
         # logged as the bytes it was given.
         with open(log, "w", encoding="utf-8", errors="surrogateescape") as f:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -78,7 +79,10 @@ class DiagnoseOptions:
     ``TORCHDYNAMO_DISABLE=1``), the screen's ``level``, ``steps`` compared
     (None: all), ``bisect`` on or off, ``out`` folder, per-command
     ``timeout`` in seconds (None: none), bisect tests run at once
-    ``jobs`` (None: one per CPU, :func:`.bisect.default_jobs`)."""
+    ``jobs`` (None: one per CPU, :func:`.bisect.default_jobs`),
+    ``fork_server``: fork the runs of ``python SCRIPT`` from one process
+    that imported torch once (:mod:`.forkserver`; False: every run a
+    fresh subprocess)."""
 
     command: list[str]
     out: str = "graphprobe_diagnose"
@@ -88,6 +92,7 @@ class DiagnoseOptions:
     bisect: bool = True
     timeout: float | None = None
     jobs: int | None = None
+    fork_server: bool = True
 
 
 def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
@@ -107,11 +112,22 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
     out = Path(opts.out).resolve()
     folder = prepare_out(out)
     runner = Runner(out / "logs", opts.timeout)
+    fork = None
+    if opts.fork_server:
+        from graphprobe.diagnose.commands import CONTROLLED_ENV
+        from graphprobe.diagnose.forkserver import ForkServer
+
+        (out / "runs").mkdir(parents=True, exist_ok=True)
+        fork = ForkServer(opts.command, out / "runs" / "fork_server.log",
+                          {k: v for k, v in os.environ.items() if k not in CONTROLLED_ENV})
+        runner.fork = fork
     d: dict[str, Any] = {"version": SCHEMA_VERSION, "command": opts.command, "reference_command":
                          opts.reference_command, "level": opts.level, "steps": opts.steps, "conclusion": "",
                          "first_divergence": None, "attribution": None, "origin": None, "bisect": None,
                          "bisect_skipped": None, "kernels": [], "kernels_note": None, "repro": None,
-                         "screen": None, "stages": {}, "error": None, "commands": []}
+                         "screen": None, "stages": {}, "error": None, "commands": [],
+                         "runner": {"path": "subprocess", "note": "not used: --no-fork-server", "preloaded": [],
+                                    "preload_seconds": None, "forked": 0}}
     code = 1
     t_all = time.monotonic()
     stage = "screen"
@@ -122,7 +138,10 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
     try:
         t0 = time.monotonic()
         say(f"[1/4] screen: reference and target at {opts.level}, compared")
-        sc = screen(runner, out, opts.command, opts.reference_command, opts.level, opts.steps, say)
+        from graphprobe.diagnose.bisect import default_jobs
+
+        sc = screen(runner, out, opts.command, opts.reference_command, opts.level, opts.steps, say,
+                    at_once=(opts.jobs or default_jobs()) > 1)
         d["stages"]["screen"] = round(time.monotonic() - t0, 2)
         d["screen"] = {"reference_dump": str(sc.reference_dump), "target_dump": str(sc.target_dump),
                        "compare_dir": str(sc.compare_dir), "pairs": sc.pairs}
@@ -233,6 +252,10 @@ def diagnose(opts: DiagnoseOptions, say: Callable[[str], None] | None = None) ->
     finally:
         for sig, handler in saved_handlers.items():
             signal.signal(sig, handler)
+        if fork is not None:
+            fork.close()
+            d["runner"] = fork.as_json()
+            d["runner"]["forked"] = sum(r.via == "fork server" for r in runner.records)
         d["stages"]["total"] = round(time.monotonic() - t_all, 2)
         d["commands"] = [r.as_json() for r in runner.records]
         try:

@@ -4,11 +4,13 @@ the first divergence."""
 from __future__ import annotations
 
 import shlex
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from graphprobe.diagnose.commands import Runner, tail
+from graphprobe.diagnose.commands import Runner, StopSignal, tail
 from graphprobe.diagnose.configs import write_config
 from graphprobe.diagnose.entries import parse_entry
 
@@ -64,26 +66,52 @@ def check_run(rec: Any, what: str, dump: Path) -> None:
 
 
 def screen(runner: Runner, out: Path, target_cmd: list[str], reference_cmd: list[str] | None, level: str,
-           steps: int | None, say: Callable[[str], None]) -> ScreenResult:
-    """Runs the reference and the target at ``level`` and compares them."""
+           steps: int | None, say: Callable[[str], None], at_once: bool = True) -> ScreenResult:
+    """Runs the reference and the target at ``level`` (at once, unless
+    ``at_once`` is False: one after the other) and compares them."""
     from graphprobe.compare import compare
 
     work = out / "runs"
     ref_dump, tgt_dump = work / "reference", work / "target"
     ref_cfg = write_config(work / "reference.json", ref_dump, level)
     tgt_cfg = write_config(work / "target.json", tgt_dump, level)
+    # The two runs are independent: they run at once (issue #37), the reference in a thread of its own.
     if reference_cmd is None:
         say("  reference: the same command with TORCHDYNAMO_DISABLE=1 (eager)")
-        rec = runner.run("screen-reference", target_cmd,
-                         {"GRAPHPROBE_CONFIG": str(ref_cfg), "TORCHDYNAMO_DISABLE": "1"})
+        ref_args = (target_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg), "TORCHDYNAMO_DISABLE": "1"})
     else:
         say(f"  reference: {shlex.join(reference_cmd)}")
-        rec = runner.run("screen-reference", reference_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg)})
-    say(f"    exit {rec.exit_code} in {rec.seconds:.1f} s -> {ref_dump}")
-    check_run(rec, "screen (reference)", ref_dump)
+        ref_args = (reference_cmd, {"GRAPHPROBE_CONFIG": str(ref_cfg)})
     say(f"  target: {shlex.join(target_cmd)}")
-    rec = runner.run("screen-target", target_cmd, {"GRAPHPROBE_CONFIG": str(tgt_cfg)})
-    say(f"    exit {rec.exit_code} in {rec.seconds:.1f} s -> {tgt_dump}")
+    stop, stop_target = StopSignal(), StopSignal()
+    got: dict[str, Any] = {}
+
+    def reference() -> None:
+        try:
+            got["rec"] = runner.run("screen-reference", *ref_args, stop=stop)
+            if got["rec"].exit_code != 0:  # the screen fails with the reference's error: the target is not needed
+                stop_target.set("the reference failed: the screen stops")
+        except BaseException as e:  # noqa: BLE001  raised in the caller's thread
+            got["error"] = e
+
+    thread = threading.Thread(target=reference, name="screen-reference", daemon=True)
+    if at_once:
+        thread.start()
+    else:
+        reference()
+    try:
+        rec = runner.run("screen-target", target_cmd, {"GRAPHPROBE_CONFIG": str(tgt_cfg)}, stop=stop_target)
+    finally:
+        if sys.exc_info()[0] is not None:
+            stop.set("the target's run was interrupted")
+        if at_once:
+            thread.join()
+    if "error" in got:
+        raise got["error"]
+    ref = got["rec"]
+    say(f"    reference: exit {ref.exit_code} in {ref.seconds:.1f} s -> {ref_dump}")
+    say(f"    target: exit {rec.exit_code} in {rec.seconds:.1f} s -> {tgt_dump}")
+    check_run(ref, "screen (reference)", ref_dump)
     check_run(rec, "screen (target)", tgt_dump)
     compare_dir = out / "compare"
     run = compare(tgt_dump, ref_dump, compare_dir, progress=False, jobs=1)
