@@ -9,6 +9,7 @@
 
 #include "compare/entry_ranges.h"
 #include "compare/forward_of.h"
+#include "compare/parameter_inputs.h"
 #include "compare/record_fingerprint.h"
 
 namespace graphprobe::compare {
@@ -62,8 +63,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
   };
   auto role = [&](size_t i) { return target.rows[static_cast<size_t>(rows[i].target)].role; };
   auto is_param = [&](size_t i) {
-    const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-    return t.suffix(target.entries).substr(0, 11) == "parameters.";
+    return is_parameter_row(target.rows[static_cast<size_t>(rows[i].target)], target.entries);
   };
   // The largest RMS of an entry's floating rows of one role (parameters
   // left out).

@@ -88,15 +88,6 @@ double bench_rms(const TensorRecord& b) {
   return norm && std::isfinite(*norm) && n > 0 ? std::fabs(*norm) / std::sqrt(n) : 0.0;
 }
 
-bool is_parameter(const TensorRecord& r, const std::vector<std::string>& entries) {
-  if (r.role != Role::kInput) return false;
-  // The segment right after the entry's own name, so that a module called
-  // "parameters_proj" or an argument named "parameters" elsewhere in the
-  // name does not count.
-  const std::string_view suffix = r.suffix(entries);
-  return suffix.substr(0, 11) == "parameters.";
-}
-
 // "output.0" -> "output 0"; "parameters.weight" -> "parameter `weight`".
 std::string row_label(const TensorRecord& r, const std::vector<std::string>& entries) {
   std::string s(r.suffix(entries));
@@ -362,7 +353,7 @@ namespace {
 bool judged_as_parameter(const CompareResult& result, size_t i) {
   const CompareRow& r = result.rows[i];
   if (r.target < 0) return false;
-  if (is_parameter(result.target.rows[static_cast<size_t>(r.target)], result.target.entries)) return true;
+  if (is_parameter_row(result.target.rows[static_cast<size_t>(r.target)], result.target.entries)) return true;
   return i < result.parameter_of.size() && result.parameter_of[i] >= 0;
 }
 
@@ -495,7 +486,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
       fl[i] = {e.floor->aggregate * scale, e.floor->extreme * scale, e.floor->sketch * scale};
       used[static_cast<size_t>(e.floor - table.data())] = true;
-      if (is_parameter(t, target.entries)) {
+      if (is_parameter_row(t, target.entries)) {
         ++params;
         if (!drifting[i] && cause_z(e.z_class) > 1) ++params_differing;
         if (cause_z(e.z_class) > 1) ++params_beyond;

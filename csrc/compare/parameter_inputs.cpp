@@ -8,10 +8,6 @@
 namespace graphprobe::compare {
 namespace {
 
-bool is_parameter_row(const TensorRecord& t, const std::vector<std::string>& entries) {
-  return t.role == Role::kInput && t.suffix(entries).substr(0, 11) == "parameters.";
-}
-
 // A floating tensor with all four statistics known and not constant.
 bool identifiable(const TensorRecord& b) {
   if (!b.is_tensor || !b.shape_text.empty()) return false;

@@ -9,11 +9,19 @@
 // they follow the parameter rules. Torch-free.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "compare/result.h"
 
 namespace graphprobe::compare {
+
+// A module entry's `{entry}.parameters.{name}` row: the segment right after
+// the entry's own name, so that a module called "parameters_proj" or an
+// argument named "parameters" elsewhere in the name does not count.
+inline bool is_parameter_row(const TensorRecord& t, const std::vector<std::string>& entries) {
+  return t.role == Role::kInput && t.suffix(entries).substr(0, 11) == "parameters.";
+}
 
 // Per row of result.rows: for a matched floating input row that is not a
 // parameter row itself, the index of a parameter row whose bench record is
