@@ -28,8 +28,8 @@ void check(const Thresholds& t) {
 // them so): the error rule and the warning-ratio rule that comes with it.
 bool relative_rule_only(const CompareRow& r) {
   constexpr std::string_view kError = "output NormRelativeErr ", kWarning = "largest output NormRelativeErr ";
-  if (r.reasons.empty()) return false;
-  for (const auto& why : r.reasons) {
+  if (r.reasons->empty()) return false;
+  for (const auto& why : *r.reasons) {
     const std::string_view w(why);
     if (w.substr(0, kError.size()) != kError && w.substr(0, kWarning.size()) != kWarning) return false;
   }
@@ -80,15 +80,15 @@ void finish_tensor_compare(CompareResult& result, const CompareOptions& options)
     // msprobe judges tensor dumps by its real-data checkers alone: start over.
     for (CompareRow& r : result.rows) {
       r.verdict = Verdict::kPass;
-      r.reasons.clear();
+      r.reasons = {};
     }
     apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts,
                    RuleSet::kRealData);
     // A row without metrics whose status says error (a tensor file that
     // exists but cannot be read) was not compared: never msprobe's pass.
     for (CompareRow& r : result.rows)
-      for (const auto& n : r.tensor.notes)
-        r.raise(r.tensor.status == TensorStatus::kMismatch ? Verdict::kError : Verdict::kPass, n);
+      for (const auto& n : r.tensor->notes)
+        r.raise(r.tensor->status == TensorStatus::kMismatch ? Verdict::kError : Verdict::kPass, n);
   } else {
     apply_tensor_verdicts(result.target, result.rows, options.thresholds);
   }

@@ -214,7 +214,7 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     cell(flag(t.requires_grad));
     cell(flag(b.requires_grad));
     if (real_data) {
-      for (int m = 0; m < kNumTensorMetrics; ++m) cell(real_data_cell(r.tensor, m));
+      for (int m = 0; m < kNumTensorMetrics; ++m) cell(real_data_cell(*r.tensor, m));
     } else {
       // The numbers of diff_cell and rel_cell (metrics.cpp) appended in
       // place; their words as they give them.
@@ -237,18 +237,18 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     if (t.requires_grad && b.requires_grad) cell(*t.requires_grad == *b.requires_grad ? "True" : "False");
     else cell(kNA);
     cell(verdict_name(r.verdict));
-    if (r.reasons.empty()) {
+    if (r.reasons->empty()) {
       cell("[]");
     } else {
       json::Writer w(0);
       w.begin_array();
-      for (const auto& reason : r.reasons) w.value_string(reason);
+      for (const auto& reason : *r.reasons) w.value_string(reason);
       w.end_array();
       cell(w.str());
     }
     if (real_data) cell(data_names(has_t, t, has_b, b));
     else if (result.tensor_mode)
-      for (int m = 0; m < kNumTensorMetrics; ++m) cell(num(r.tensor.values[m]));
+      for (int m = 0; m < kNumTensorMetrics; ++m) cell(num(r.tensor->values[m]));
     cell(match_name(r.match));
     cell(r.first_divergence ? "yes" : "");
     end_line();

@@ -63,6 +63,11 @@ struct TensorRecord {
   bool is_tensor = true;  // a record with a "dtype" (tensors, numpy arrays)
   std::optional<bool> requires_grad;  // (the small fields side by side: no padding)
   std::array<ValueKind, kNumStats> kinds{};
+  // graphprobe's "Sketch" (four signed sums, docs/formats.md): index into
+  // Dump::sketches, -1 when the record has none (msprobe's dumps, older
+  // graphprobe dumps, non-floating tensors). Here, in the small fields'
+  // padding: a record is 160 bytes, not 168.
+  int32_t sketch = -1;
   // "torch.float32"; "<class 'int'>" for non-tensor values; "N/A" for null
   // placeholders.
   std::string dtype;
@@ -75,10 +80,6 @@ struct TensorRecord {
   // Tensor dumps only: the file under dump_tensor_data/ holding the tensor
   // ("{row name}.pt"); empty when the record has no "data_name".
   RareString data_name;
-  // graphprobe's "Sketch" (four signed sums, docs/formats.md): index into
-  // Dump::sketches, -1 when the record has none (msprobe's dumps, older
-  // graphprobe dumps, non-floating tensors).
-  int32_t sketch = -1;
 
   // The part after the entry name: "output.0".
   std::string_view suffix(const std::vector<std::string>& entries) const {

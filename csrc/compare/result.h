@@ -12,6 +12,7 @@
 #include "compare/dump_reader.h"
 #include "compare/metrics.h"
 #include "compare/noise_floor.h"
+#include "compare/rare_value.h"
 
 namespace graphprobe::compare {
 
@@ -149,12 +150,15 @@ struct CompareRow {
   // Absent for unmatched rows and rows without statistics.
   OptDouble z;
   Metrics metrics;
-  std::vector<std::string> reasons;
-  TensorMetrics tensor;
+  // Why the verdict is what it is (Err_message); most rows have none. Rare
+  // values: a row holds 8 bytes for each until it is set (rare_value.h).
+  RareValue<std::vector<std::string>> reasons;
+  // Tensor dumps only (set_tensor_metrics): unset in a statistics compare.
+  RareValue<TensorMetrics> tensor;
 
   void raise(Verdict v, std::string reason) {
     if (v > verdict) verdict = v;
-    reasons.push_back(std::move(reason));
+    reasons.mut().push_back(std::move(reason));
   }
 };
 

@@ -11,23 +11,23 @@ namespace {
 
 // The value when the row has a usable one (computed, present, not NaN).
 std::optional<double> usable(const CompareRow& r, TensorMetric m) {
-  if (r.match != MatchKind::kMatched || r.tensor.status != TensorStatus::kComputed) return std::nullopt;
-  const auto& v = r.tensor.values[m];
+  if (r.match != MatchKind::kMatched || r.tensor->status != TensorStatus::kComputed) return std::nullopt;
+  const auto& v = r.tensor->values[m];
   if (!v || std::isnan(*v)) return std::nullopt;
   return v;
 }
 
 void row_rules(CompareRow& r) {
-  switch (r.tensor.status) {
+  switch (r.tensor->status) {
     case TensorStatus::kNone: return;
     case TensorStatus::kMismatch:
-      for (const auto& n : r.tensor.notes) r.raise(Verdict::kError, "tensor metrics not computed: " + n);
+      for (const auto& n : r.tensor->notes) r.raise(Verdict::kError, "tensor metrics not computed: " + n);
       return;
     case TensorStatus::kUnavailable:
-      for (const auto& n : r.tensor.notes) r.raise(Verdict::kWarning, "tensor metrics not computed: " + n);
+      for (const auto& n : r.tensor->notes) r.raise(Verdict::kWarning, "tensor metrics not computed: " + n);
       return;
     case TensorStatus::kComputed:
-      for (const auto& n : r.tensor.notes) r.raise(Verdict::kPass, n);
+      for (const auto& n : r.tensor->notes) r.raise(Verdict::kPass, n);
       return;
   }
 }

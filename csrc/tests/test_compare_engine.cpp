@@ -183,7 +183,7 @@ void verdict_rules() {
   // dtype mismatch.
   r = run(doc(entry("E", tensor(10), tensor(10, "1.0", "torch.bfloat16"))), doc(entry("E", tensor(10), tensor(10))));
   CHECK(r.rows[1].verdict == gc::Verdict::kError);
-  CHECK_EQ(r.rows[1].reasons.at(0), std::string("dtype mismatch: torch.bfloat16 vs torch.float32"));
+  CHECK_EQ(r.rows[1].reasons->at(0), std::string("dtype mismatch: torch.bfloat16 vs torch.float32"));
   // Custom threshold: output_error_pct 20 turns 30 % into an error.
   gc::CompareOptions o;
   o.thresholds.output_error_pct = 20;
@@ -378,18 +378,18 @@ void real_data_rules_and_csv() {
   // input: exact; output.0: exact; output.1: ratio 0.05 (< 0.1), Cosine 0.7
   // (1.0 - 0.7 > 0.1); words skip ("unsupported" counts as no value).
   auto cells = [&](size_t i, double cos, double ratio) {
-    r.rows[i].tensor.status = gc::TensorStatus::kComputed;
-    r.rows[i].tensor.values = {cos, 0.5, 0.5, 0.5, ratio, ratio};
+    r.rows[i].tensor.mut().status = gc::TensorStatus::kComputed;
+    r.rows[i].tensor.mut().values = {cos, 0.5, 0.5, 0.5, ratio, ratio};
   };
   cells(0, 1.0, 1.0);
   cells(1, 1.0, 1.0);
   cells(2, 0.7, 0.05);
-  r.rows[2].tensor.values[gc::kEucDist] = std::nullopt;
-  r.rows[2].tensor.words[gc::kEucDist] = gc::CellWord::kUnsupported;
+  r.rows[2].tensor.mut().values[gc::kEucDist] = std::nullopt;
+  r.rows[2].tensor.mut().words[gc::kEucDist] = gc::CellWord::kUnsupported;
   gc::finish_tensor_compare(r, gc::CompareOptions{});
   CHECK(r.rows[0].verdict == gc::Verdict::kPass);
   CHECK(r.rows[1].verdict == gc::Verdict::kError);  // the first output, though exact
-  CHECK_EQ(r.rows[1].reasons.size(), size_t{2});    // the ratio error and the Cosine warning
+  CHECK_EQ(r.rows[1].reasons->size(), size_t{2});    // the ratio error and the Cosine warning
   CHECK(r.rows[2].verdict == gc::Verdict::kPass);
   const std::string text = gc::render_csv(r);
   CHECK(text.rfind("NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,NPU "

@@ -65,20 +65,21 @@ void bind_result(py::module_& m) {
             CompareRow& row = r.rows[index];
             if (row.match != MatchKind::kMatched)
               throw std::invalid_argument("set_tensor_metrics: row " + std::to_string(index) + " is not matched");
-            row.tensor.status = parse_status(status);
+            TensorMetrics& tensor = row.tensor.mut();
+            tensor.status = parse_status(status);
             if (values.size() != kNumTensorMetrics)
               throw std::invalid_argument("set_tensor_metrics: values must hold 6 items, got " +
                                           std::to_string(values.size()));
             for (size_t i = 0; i < values.size(); ++i) {
               const py::handle v = values[i];
-              row.tensor.values[i] = std::nullopt;
-              row.tensor.words[i] = CellWord::kNone;
+              tensor.values[i] = std::nullopt;
+              tensor.words[i] = CellWord::kNone;
               if (v.is_none()) continue;
-              if (py::isinstance<py::str>(v)) row.tensor.words[i] = parse_word(v.cast<std::string>());
-              else row.tensor.values[i] = v.cast<double>();
+              if (py::isinstance<py::str>(v)) tensor.words[i] = parse_word(v.cast<std::string>());
+              else tensor.values[i] = v.cast<double>();
             }
-            if (row.tensor.status != TensorStatus::kComputed) row.tensor.values = {};
-            row.tensor.notes = std::move(notes);
+            if (tensor.status != TensorStatus::kComputed) tensor.values = {};
+            tensor.notes = std::move(notes);
           },
           py::arg("index"), py::arg("status"), py::arg("values"), py::arg("notes"),
           "Stores a matched row's tensor metrics (order of Row.tensor_metrics: each a float, None, or msprobe's "
@@ -94,6 +95,26 @@ void bind_result(py::module_& m) {
                                for (size_t i = 0; i < r->rows.size(); ++i) out.append(RowView{r, i});
                                return out;
                              })
+      .def(
+          "unmatched_rows",
+          [](const CompareResult& r) {
+            // Only the rows without a partner cross into Python: a view of
+            // every row (rows) cost a second and ~80 MB at 2 x 100 MB for
+            // the few that the summary's same-name scan wants.
+            std::vector<std::tuple<const char*, std::string, std::string>> out;
+            for (const CompareRow& row : r.rows) {
+              if (row.match == MatchKind::kTargetOnly) {
+                const TensorRecord& t = r.target.rows[static_cast<size_t>(row.target)];
+                out.emplace_back(match_name(row.match), t.name, t.dtype);
+              } else if (row.match == MatchKind::kBenchOnly) {
+                const TensorRecord& b = r.bench.rows[static_cast<size_t>(row.bench)];
+                out.emplace_back(match_name(row.match), b.name, b.dtype);
+              }
+            }
+            return out;
+          },
+          "(match, name, dtype) of each row without a partner, in row order: match is 'unmatched-target' or "
+          "'unmatched-bench', name and dtype are that side's record's.")
       .def_property_readonly("counts",
                              [](const CompareResult& r) {
                                py::dict d;

@@ -89,7 +89,7 @@ void bind_row(py::module_& m) {
       .def_property_readonly("role", [](const RowView& v) { return v.any().role == Role::kInput ? "input" : "output"; })
       .def_property_readonly("match", [](const RowView& v) { return match_name(v.row().match); })
       .def_property_readonly("result", [](const RowView& v) { return verdict_name(v.row().verdict); })
-      .def_property_readonly("reasons", [](const RowView& v) { return v.row().reasons; })
+      .def_property_readonly("reasons", [](const RowView& v) { return *v.row().reasons; })
       .def_property_readonly("first_divergence", [](const RowView& v) { return v.row().first_divergence; })
       .def_property_readonly("z", [](const RowView& v) -> std::optional<double> { return v.row().z; },
                              "Matched rows: largest scale-aware error / noise floor (> 1: beyond rounding noise; "
@@ -121,11 +121,11 @@ void bind_row(py::module_& m) {
                              "Tensor dumps: the target's file name under dump_tensor_data/, or None.")
       .def_property_readonly("bench_data_name",
                              [](const RowView& v) { return v.bench() ? non_empty(v.bench()->data_name) : std::nullopt; })
-      .def_property_readonly("tensor_status", [](const RowView& v) { return status_name(v.row().tensor.status); },
+      .def_property_readonly("tensor_status", [](const RowView& v) { return status_name(v.row().tensor->status); },
                              "none, computed, mismatch or unavailable.")
       .def_property_readonly("tensor_metrics",
                              [](const RowView& v) -> MetricTuple {
-                               const auto& a = v.row().tensor.values;
+                               const auto& a = v.row().tensor->values;
                                return {a[0], a[1], a[2], a[3], a[4], a[5]};
                              },
                              metrics_doc.c_str())

@@ -68,19 +68,16 @@ def _kind(target_dtype: Any, bench_dtype: Any) -> str:
 def same_name_unmatched(result: Any) -> tuple[SameNameUnmatched, ...]:
     """The unmatched rows of an engine result whose name is on both sides,
     grouped by kind (in ``KIND_WORDS``' order); () when every unmatched row's
-    name is on one side only. Reads the rows only when some are unmatched."""
+    name is on one side only. Reads only the unmatched rows, and only when
+    there are some."""
     if not result.counts.get("unmatched", 0):
         return ()
     target: dict[str, Any] = {}
     bench: dict[str, Any] = {}
     rows: dict[str, int] = {}
-    for row in result.rows:
-        if row.match == "unmatched-target":
-            target.setdefault(row.target_name, row.target_dtype)
-            rows[row.target_name] = rows.get(row.target_name, 0) + 1
-        elif row.match == "unmatched-bench":
-            bench.setdefault(row.bench_name, row.bench_dtype)
-            rows[row.bench_name] = rows.get(row.bench_name, 0) + 1
+    for match, name, dtype in result.unmatched_rows():
+        (target if match == "unmatched-target" else bench).setdefault(name, dtype)
+        rows[name] = rows.get(name, 0) + 1
     groups: dict[str, list[str]] = {}
     for name in target.keys() & bench.keys():
         groups.setdefault(_kind(target[name], bench[name]), []).append(name)
