@@ -1,7 +1,8 @@
 #include "compare/bitwise_pair.h"
 
+#include <algorithm>
+#include <functional>
 #include <string_view>
-#include <unordered_map>
 
 namespace graphprobe::compare {
 namespace {
@@ -29,45 +30,38 @@ std::string without_indices(std::string_view name) {
 
 }  // namespace
 
-std::vector<std::string> same_code_keys(const Dump& target, const std::vector<CompareRow>& rows,
-                                        const std::vector<std::pair<size_t, size_t>>& ranges) {
-  const std::vector<std::string>& names = target.entries;
-  // The module each entry completes in front of: the next module entry.
-  std::vector<std::string> next_module(names.size());
-  std::string next;
-  for (size_t k = names.size(); k-- > 0;) {
-    next_module[k] = next;
-    if (is_module(names[k])) next = without_indices(names[k]);
-  }
-  // An API call's rank among the calls of its name since the module before.
-  std::vector<int> rank(names.size(), 0);
-  std::unordered_map<std::string, int> seen;
-  for (size_t k = 0; k < names.size(); ++k) {
-    if (is_module(names[k])) {
-      seen.clear();
+uint64_t SameCodeKeys::key(uint32_t entry, size_t begin, size_t end) {
+  const std::vector<std::string>& names = target_.entries;
+  // Ranks of the API calls up to this entry (entries without rows count too).
+  int rank = 0;
+  for (; counted_ <= entry && counted_ < names.size(); ++counted_) {
+    if (is_module(names[counted_])) {
+      rank_.clear();
       continue;
     }
-    rank[k] = seen[without_indices(names[k])]++;
+    const int r = rank_[without_indices(names[counted_])]++;
+    if (counted_ == entry) rank = r;
   }
-  std::vector<std::string> keys(ranges.size());
-  for (size_t r = 0; r < ranges.size(); ++r) {
-    const auto [begin, end] = ranges[r];
-    const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
-    const std::string& name = names[entry];
-    if (name.find(".forward") == std::string::npos || name.find(".parameters_grad") != std::string::npos) continue;
-    std::string key = without_indices(name);
-    if (!is_module(name)) key += " in " + next_module[entry] + " #" + std::to_string(rank[entry]);
-    for (size_t i = begin; i < end; ++i) {
-      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-      key += "|";
-      key += t.suffix(names);
-      key += ":" + t.dtype + ":";
-      if (!t.shape_text.str().empty()) key += t.shape_text.str();
-      for (int64_t d : t.shape) key += std::to_string(d) + ",";
-    }
-    keys[r] = std::move(key);
+  const std::string& name = names[entry];
+  if (name.find(".forward") == std::string::npos || name.find(".parameters_grad") != std::string::npos) return 0;
+  std::string key = without_indices(name);
+  if (!is_module(name)) {
+    next_module_ = std::max(next_module_, static_cast<size_t>(entry) + 1);
+    while (next_module_ < names.size() && !is_module(names[next_module_])) ++next_module_;
+    key += " in ";
+    if (next_module_ < names.size()) key += without_indices(names[next_module_]);
+    key += " #" + std::to_string(rank);
   }
-  return keys;
+  for (size_t i = begin; i < end; ++i) {
+    const TensorRecord& t = target_.rows[static_cast<size_t>(rows_[i].target)];
+    key += "|";
+    key += t.suffix(names);
+    key += ":" + t.dtype + ":";
+    key += t.shape_text.str();
+    for (int64_t d : t.shape) key += std::to_string(d) + ",";
+  }
+  const uint64_t h = std::hash<std::string>{}(key);
+  return h == 0 ? 1 : h;
 }
 
 }  // namespace graphprobe::compare

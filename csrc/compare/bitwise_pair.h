@@ -12,8 +12,9 @@
 // turned equal inputs into equal results in this pair, a difference is a
 // change, whatever its size. Torch-free.
 
+#include <cstdint>
 #include <string>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "compare/result.h"
@@ -30,15 +31,30 @@ constexpr double kBitwiseTolerance = 1e-12;
 // squares, where the vectors start at another alignment).
 constexpr double kBitwiseMinimum = 1e-6;
 
-// Per range of entry_ranges(): the key under which the entry counts as "the
-// same code" as another -- a module's name with its layer indices and call
-// counter made "*" ("Module.layers.*.mlp.MLP.forward.*"); an API call's name
-// so made, with the module it completes in front of (the next module entry
-// in dump order, so made) and its rank among the calls of that name since
-// the module before; then the dtype and shape of every record of the entry.
-// "" for entries the rule leaves alone: backward calls (atomics make many
-// of them differ run to run) and parameters_grad entries.
-std::vector<std::string> same_code_keys(const Dump& target, const std::vector<CompareRow>& rows,
-                                        const std::vector<std::pair<size_t, size_t>>& ranges);
+// The key under which an entry counts as "the same code" as another: a
+// module's name with its layer indices and call counter made "*"
+// ("Module.layers.*.mlp.MLP.forward.*"); an API call's name so made, with
+// the module it completes in front of (the next module entry in dump order,
+// so made) and its rank among the calls of that name since the module
+// before; then the dtype and shape of every record of the entry -- as a
+// 64-bit hash (two different keys share one with odds of 2^-64 per pair).
+// Asked entry by entry in dump order, and only while the pair agrees bit
+// for bit: a pair that stops agreeing at its first fused kernel costs one
+// key. 0 for entries the rule leaves alone: backward calls (atomics make
+// many of them differ run to run) and parameters_grad entries.
+class SameCodeKeys {
+ public:
+  SameCodeKeys(const Dump& target, const std::vector<CompareRow>& rows) : target_(target), rows_(rows) {}
+  // The key of `entry`, whose rows are rows[begin, end); entries in
+  // increasing order.
+  uint64_t key(uint32_t entry, size_t begin, size_t end);
+
+ private:
+  const Dump& target_;
+  const std::vector<CompareRow>& rows_;
+  size_t counted_ = 0;      // entries before this one are in rank_
+  size_t next_module_ = 0;  // the first module entry at or after counted_ (or entries.size())
+  std::unordered_map<std::string, int> rank_;  // calls per name since the last module entry
+};
 
 }  // namespace graphprobe::compare

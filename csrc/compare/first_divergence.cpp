@@ -10,7 +10,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "compare/bitwise_pair.h"
 #include "compare/cancellation.h"
@@ -540,11 +539,10 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   walked_out.reserve(ranges.size());
   // A pair that agrees bit for bit (bitwise_pair.h): whether every entry so
   // far does, and the same-code keys of those that did, with the first such.
-  const std::vector<std::string> same_code = same_code_keys(target, rows, ranges);
+  SameCodeKeys same_code(target, rows);
   bool bitwise_so_far = true;
-  std::unordered_map<std::string_view, uint32_t> reproduced;
-  for (size_t range = 0; range < ranges.size(); ++range) {
-    const auto [begin, end] = ranges[range];
+  std::unordered_map<uint64_t, uint32_t> reproduced;
+  for (const auto& [begin, end] : ranges) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
     ClassZ in_own{0.0, 0.0, 0.0};  // the inputs' e at their own size (own above)
@@ -692,9 +690,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // after an update is not a change of code).
     const bool parameters_bitwise = max2(par.e) <= kBitwiseTolerance && par.any_z() < kInf;
     std::optional<uint32_t> same_code_as;
-    if (kinds == 0 && bitwise_so_far && !entry_bitwise && parameters_bitwise && matched == end - begin &&
-        !same_code[range].empty())
-      if (const auto it = reproduced.find(same_code[range]); it != reproduced.end()) same_code_as = it->second;
+    const uint64_t code = bitwise_so_far ? same_code.key(entry, begin, end) : 0;
+    if (kinds == 0 && code != 0 && !entry_bitwise && parameters_bitwise && matched == end - begin)
+      if (const auto it = reproduced.find(code); it != reproduced.end()) same_code_as = it->second;
     if (same_code_as) {
       for (const bool inputs : {true, false}) {
         for (size_t i = begin; i < end; ++i) {
@@ -716,7 +714,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         kinds |= kBitwisePair;
       }
     }
-    if (entry_bitwise && !same_code[range].empty()) reproduced.emplace(same_code[range], entry);
+    if (entry_bitwise && code != 0) reproduced.emplace(code, entry);
     if (!entry_bitwise) bitwise_so_far = false;
     if (kinds == 0) {
       // An integer/bool record differs (explained by the inputs' rounding,
