@@ -59,6 +59,7 @@ from graphprobe.wiring.probe import new_session
 __all__ = ["AclGraphDumper", "GraphDumper", "DumperStateError", "DumpWriteError", "current_rank"]
 
 _C = _ops._C
+_DIST_AVAILABLE = torch.distributed.is_available()
 
 
 class DumperStateError(RuntimeError):
@@ -97,6 +98,8 @@ class _Wired:
         self.owner = weakref.ref(owner)
         self.model_name = type(model).__name__
         self.wiring: list[Any] = []
+        # Whether any wiring records parameter gradients at step() (set by start()).
+        self.param_recorders = False
         self.staging: str | None = None
         self.write_seq = -1
         self.dump_path = ""  # set by start(); named by the exit warning about unwritten records
@@ -191,6 +194,10 @@ class AclGraphDumper:
         self._warned_empty = False  # the "step recorded nothing" warning is given once
         self._switched_off = False  # the switch was off at some point since the last step()
         self._aclgraph_calls: _aclgraph.CallCounter | None = None  # tensor.layout "aclgraph": call indices
+        # _step_dir()'s pieces, named once (the dump path is final after start()).
+        self._step_prefix: str | None = None
+        self._rank_leaf: tuple[int, str] | None = None
+        self._pid_leaf: tuple[int, str] | None = None
 
     @property
     def step_number(self) -> int:
@@ -242,6 +249,7 @@ class AclGraphDumper:
         save_repro_module(model)  # only under graphprobe diagnose ($GRAPHPROBE_REPRO_MODULE); never raises
         # Absolute from here on: a later os.chdir() must not move the dump.
         self.config = dataclasses.replace(self.config, dump_path=prepare_dump_path(self.config.dump_path))
+        self._step_prefix = None
         remove_stale_staging(self.config.dump_path)
         _warn_used_dump_path(self.config.dump_path)
         wired = _Wired(self, model)
@@ -270,6 +278,7 @@ class AclGraphDumper:
             wired.wiring.append(_custom_api.CustomApiWiring(custom_targets))
         if self.config.task == "tensor" and self.config.tensor_layout == "aclgraph":
             self._aclgraph_calls = _aclgraph.CallCounter()
+        wired.param_recorders = any(getattr(w, "param_grads", None) is not None for w in wired.wiring)
         _C.finish_step(None, self.config.task, self.config.level)  # records made before start() are not ours
         self._failed_records_base = _C.writer_stats()["failed_records"]
         _C.set_enabled(self._enabled)
@@ -309,14 +318,17 @@ class AclGraphDumper:
         if not self._active:
             return
         recording = self._enabled
-        # Named once per step (the rank's checks cost tens of microseconds): the replay and the dump
-        # use the same folder.
+        # Named once per step: the replay and the dump use the same folder.
         step_dir = self._step_dir() if dump else None
-        if self._wired is not None:
+        wired = self._wired
+        if wired is not None:
             # Parameter gradients as the optimizer sees them (wiring/backward.py), then "replay": this
-            # step's kept calls re-run, replay.json written (graphprobe.replay).
-            record_parameter_grads(self._wired.wiring, dump and recording)
-            replay_at_step(self._wired.wiring, self.config.replay, step_dir)
+            # step's kept calls re-run, replay.json written (graphprobe.replay). Both are looked for
+            # only where start() wired them (issue 39: step() on the caller's thread <= 0.1 ms).
+            if wired.param_recorders:
+                record_parameter_grads(wired.wiring, dump and recording)
+            if self.config.replay is not None:
+                replay_at_step(wired.wiring, self.config.replay, step_dir)
         if step_dir is None:
             summary = _C.finish_step(None, self.config.task, self.config.level)
         else:
@@ -457,9 +469,21 @@ class AclGraphDumper:
             wired.drop_staging()
 
     def _step_dir(self) -> str:
-        rank = current_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else None
-        leaf = f"rank{rank}" if rank is not None else f"pid{os.getpid()}"
-        return os.path.join(self.config.dump_path, f"step{self._step}", leaf)
+        # The process folder: rank{R} while a process group exists (it may be created or destroyed
+        # between steps, so that is asked each step: ~0.2 us), else pid{P}; each kind named once.
+        if _DIST_AVAILABLE and torch.distributed.is_initialized():
+            rank = torch.distributed.get_rank()
+            if self._rank_leaf is None or self._rank_leaf[0] != rank:
+                self._rank_leaf = (rank, f"rank{rank}")
+            leaf = self._rank_leaf[1]
+        else:
+            pid = os.getpid()  # a fork's child names its own folder
+            if self._pid_leaf is None or self._pid_leaf[0] != pid:
+                self._pid_leaf = (pid, f"pid{pid}")
+            leaf = self._pid_leaf[1]
+        if self._step_prefix is None:
+            self._step_prefix = os.path.join(self.config.dump_path, "step")
+        return f"{self._step_prefix}{self._step}{os.sep}{leaf}"
 
     def _report(self, summary: dict[str, Any]) -> None:
         dropped = summary.get("dropped", 0)
