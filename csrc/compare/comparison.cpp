@@ -1,5 +1,6 @@
 #include "compare/comparison.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string_view>
@@ -64,6 +65,8 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   result.rows = match_rows(result.target, result.bench, options.fuzzy);
   result.step = options.step;
   result.parameters_as_causes = options.parameters_as_causes;
+  result.carried_parameters = options.carried_parameters;
+  std::sort(result.carried_parameters.begin(), result.carried_parameters.end());
   apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts);
   measure_coverage(result);
   find_first_divergence(result, options.thresholds);

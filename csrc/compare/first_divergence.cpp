@@ -18,6 +18,7 @@
 #include "compare/forward_of.h"
 #include "compare/msprobe_values.h"
 #include "compare/parameter_inputs.h"
+#include "compare/parameters_across_steps.h"
 
 namespace graphprobe::compare {
 namespace {
@@ -436,6 +437,18 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   result.produced_from_rms = expected_rms_from_producers(result, kExpectedMargin);
   result.parameter_of = parameter_rows_of_inputs(result);
   std::vector<bool> drifting = residue_gradient_parameters(result, result.produced_from_rms);
+  // From step 2 on, parameters the step before says carry a difference
+  // (parameters_across_steps.h): explaining, no cause.
+  std::vector<bool> carried(rows.size(), false);
+  if (!result.parameters_as_causes && !result.carried_parameters.empty())
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].target < 0) continue;
+      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+      if (!is_parameter_row(t, target.entries)) continue;
+      const std::string key = parameter_key(t, target.entries);
+      if (std::binary_search(result.carried_parameters.begin(), result.carried_parameters.end(), key))
+        carried[i] = drifting[i] = true;
+    }
   // An API input that is a drifting parameter drifts with it.
   for (size_t i = 0; i < rows.size(); ++i)
     if (result.parameter_of[i] >= 0) drifting[i] = drifting[static_cast<size_t>(result.parameter_of[i])];
@@ -450,7 +463,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].target >= 0 && parameter(i)) drifting[i] = true;
   int64_t params_beyond = 0;  // parameter rows beyond their floor, drifting or not
-  int64_t params = 0, params_differing = 0;
+  int64_t params = 0, params_differing = 0, params_carried = 0;
   const auto ranges = entry_ranges(target, rows);
   result.data_floors.assign(target.entries.size(), nullptr);
   const NoiseFloor* data_floor = nullptr;
@@ -489,11 +502,14 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         ++params;
         if (!drifting[i] && cause_z(e.z_class) > 1) ++params_differing;
         if (cause_z(e.z_class) > 1) ++params_beyond;
+        if (carried[i] && cause_z(e.z_class) > 1) ++params_carried;
       }
     }
   }
   result.parameter_rows = params;
   result.parameter_rows_differing = params_beyond;
+  result.parameter_rows_carried = params_carried;
+  result.differing_parameters = differing_parameters(result, zc);
   for (CompareRow& row : rows)
     if (row.target < 0) row.z = std::nullopt;
   for (size_t k = 0; k < table.size(); ++k)

@@ -91,6 +91,14 @@ struct CompareOptions {
   // (find_first_divergence), unless parameters_as_causes.
   int64_t step = -1;
   bool parameters_as_causes = false;
+  // From step 2 on: the parameters (parameter_key: "{module path}.{name}")
+  // that differed at the step before, or whose gradient did (the previous
+  // pair's differing_parameters). Each carries that difference on: it
+  // explains its calls' outputs and is no cause of its own; a parameter not
+  // listed that differs was changed by something other than the update
+  // (parameters_across_steps.h). The runner fills it when step N names a
+  // parameter and step N-1 was compared too.
+  std::vector<std::string> carried_parameters;
 };
 
 // Real-data metrics of one matched row of two tensor dumps: msprobe's
@@ -277,6 +285,14 @@ struct CompareResult {
   bool parameters_after_update = false;
   int64_t parameter_rows = 0;
   int64_t parameter_rows_differing = 0;
+  // CompareOptions::carried_parameters, sorted; of the parameter rows beyond
+  // their floor, those judged as carried from the step before.
+  std::vector<std::string> carried_parameters;
+  int64_t parameter_rows_carried = 0;
+  // The parameters whose parameter row or gradient record is beyond its
+  // floor in this pair (parameters_across_steps.h): the next step's
+  // carried_parameters.
+  std::vector<std::string> differing_parameters;
   // Rows per Result; the kUnmatched slot counts every row without a partner
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};

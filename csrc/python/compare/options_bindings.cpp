@@ -53,7 +53,11 @@ void bind_options(py::module_& m) {
                      "own: they carry the first update.")
       .def_readwrite("parameters_as_causes", &CompareOptions::parameters_as_causes,
                      "Parameters are causes at every step (the rule before issue 35; to look for an error in the "
-                     "optimizer's update).");
+                     "optimizer's update).")
+      .def_readwrite("carried_parameters", &CompareOptions::carried_parameters,
+                     "From step 2 on: the parameters ('{module path}.{name}') that differed at the step before, "
+                     "or whose gradient did (that pair's differing_parameters): they carry it on and are no "
+                     "first divergence of their own.");
   // One read-only property per threshold, from the table.
   for (const ThresholdField& f : kThresholdFields) {
     const auto member = f.member;

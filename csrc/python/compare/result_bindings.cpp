@@ -126,6 +126,12 @@ void bind_result(py::module_& m) {
       .def_property_readonly("parameters_after_update", [](const CompareResult& r) { return r.parameters_after_update; },
                              "True when parameters were judged as the first training step's update (step 1, a "
                              "dump with a backward pass): explaining, never a first divergence.")
+      .def_property_readonly("parameter_rows_carried", [](const CompareResult& r) { return r.parameter_rows_carried; },
+                             "Parameter rows beyond their floor judged as carried from the step before "
+                             "(CompareOptions.carried_parameters).")
+      .def_property_readonly("differing_parameters", [](const CompareResult& r) { return r.differing_parameters; },
+                             "The parameters ('{module path}.{name}') whose parameter row or gradient record is "
+                             "beyond its floor: the next step's carried_parameters.")
       .def_property_readonly("parameter_rows", [](const CompareResult& r) { return r.parameter_rows; },
                              "Parameter rows compared.")
       .def_property_readonly("parameter_rows_differing",

@@ -133,6 +133,14 @@ class PairOutcome:
     # first training step's update (step 1, a dump with a backward
     # pass) and some differ; None otherwise.
     parameters_after_update: tuple[int, int] | None = None
+    # The parameters ("{module path}.{name}") whose parameter row or gradient
+    # record is beyond its floor: what the next step carries on.
+    differing_parameters: tuple[str, ...] = ()
+    # (rows carried, the step they were carried from) when, from step 2 on,
+    # parameters that differ beyond their floor were judged as carried by the
+    # updates from an earlier step where they or their gradients already
+    # differed (docs/formats.md, "Parameters after an update"); None otherwise.
+    parameters_carried: tuple[int, int] | None = None
 
 
 @dataclass

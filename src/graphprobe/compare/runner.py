@@ -80,12 +80,15 @@ def compare_pair(
     divergence_ratio: float | None = None,
     reference: Path | None = None,
     parameters_as_causes: bool = False,
+    carried_from: tuple[int, tuple[str, ...]] | None = None,
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
     one bad rank does not hide the others. Options left None take the
     engine's defaults. ``reference``: the float64 dump.json that referees
-    this pair (:mod:`graphprobe.compare.referee`)."""
+    this pair (:mod:`graphprobe.compare.referee`). ``carried_from``: (an
+    earlier step, its differing parameters), which carry their difference
+    on into this step (:func:`_parameters_carried`)."""
     from graphprobe.compare.outcome import digest_divergence, digest_rows, report_rows
     from graphprobe.compare.report import ROW_LIMIT, render_html
 
@@ -97,6 +100,8 @@ def compare_pair(
                                  else divergence_ratio, **asdict(thresholds))
     options.step = training_step(pair)
     options.parameters_as_causes = parameters_as_causes
+    if carried_from is not None:
+        options.carried_parameters = list(carried_from[1])
     try:
         result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
@@ -134,6 +139,9 @@ def compare_pair(
     within_noise = result.errors_within_noise if verdict is None else 0
     after_update = ((result.parameter_rows_differing, result.parameter_rows)
                     if result.parameters_after_update and result.parameter_rows_differing else None)
+    carried = ((result.parameter_rows_carried, carried_from[0])
+               if carried_from is not None and result.parameter_rows_carried else None)
+    differing_parameters = tuple(result.differing_parameters)
     if verdict is not None:
         first_divergence = verdict.blamed_entry
     # The page lists at most ROW_LIMIT rows: take them, then free the records
@@ -175,6 +183,8 @@ def compare_pair(
         same_name_unmatched=same_names,
         errors_within_noise=within_noise,
         parameters_after_update=after_update,
+        differing_parameters=differing_parameters,
+        parameters_carried=carried,
     )
 
 
@@ -194,6 +204,39 @@ def _parameters_after_a_divergence(tasks: list[Any], outcomes: list[PairOutcome]
         if o.error is None and o.parameters_after_update and first is not None and first < (o.pair.step or 0):
             try:
                 outcomes[i] = compare_pair(*task[:3], reference=task[3], **{**kwargs, "parameters_as_causes": True})
+            except (MemoryError, OSError):
+                pass  # the first judgment stands; its files were written
+
+
+def _parameters_carried(tasks: list[Any], outcomes: list[PairOutcome], kwargs: dict[str, Any]) -> None:
+    """From step 2 on, compares again the pairs whose first divergence is a
+    parameter, with the parameters that differed (or whose gradients did) at
+    the latest earlier step of the same process as carried: the updates
+    carry such a difference on (Adam moves every element by about lr,
+    whatever its gradient's rounding), so only a parameter that agreed there,
+    with its gradient, and differs now was changed by something other than
+    the update -- a nudge, a flipped bit (docs/formats.md, "Parameters after
+    an update"). Steps in order, each judged after the one before: where an
+    earlier step diverged, its parameters carry that divergence and stay
+    named (the summary points back at it); with no earlier step compared, the
+    first judgment stands."""
+    by_process: dict[tuple[str, str], list[int]] = {}
+    for i, o in enumerate(outcomes):
+        if o.error is None and o.pair.step is not None:
+            by_process.setdefault((o.pair.kind, o.pair.rank), []).append(i)
+    for indices in by_process.values():
+        indices.sort(key=lambda i: outcomes[i].pair.step or 0)
+        for k, i in enumerate(indices):
+            o = outcomes[i]
+            if (k == 0 or (o.pair.step or 0) < 2 or o.divergence is None or "parameter" not in o.divergence.kinds
+                    or any(outcomes[j].divergence is not None for j in indices[:k])):
+                continue
+            before = outcomes[indices[k - 1]]
+            if not before.differing_parameters:
+                continue
+            try:
+                outcomes[i] = compare_pair(*tasks[i][:3], reference=tasks[i][3],
+                                           **{**kwargs, "carried_from": (before.pair.step, before.differing_parameters)})
             except (MemoryError, OSError):
                 pass  # the first judgment stands; its files were written
 
@@ -350,6 +393,7 @@ def compare(
             outcomes = [done[i] for i in range(len(tasks))]
     if not parameters_as_causes:
         _parameters_after_a_divergence(tasks, outcomes, kwargs)
+        _parameters_carried(tasks, outcomes, kwargs)
     for task, o in zip(tasks, outcomes):
         if o.error is not None:
             release_names(task[1], task[2])

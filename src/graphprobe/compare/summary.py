@@ -65,6 +65,11 @@ def divergence_lines(run: CompareRun) -> list[str]:
             lines.append(f"{who}{differing} of {total} parameter rows differ beyond their floor, as the earlier "
                          f"steps' updates leave them (judged as given at step 1, not as a cause; an error in "
                          f"the optimizer's update shows only here: --parameters-as-causes)")
+        if o.parameters_carried:
+            rows, step = o.parameters_carried
+            lines.append(f"{who}{rows} parameter row(s) differ beyond their floor as they (or their gradients) "
+                         f"already did at step {step}: carried on by the updates, not a cause (a parameter that "
+                         f"agreed there and differs now is one)")
         if o.errors_within_noise:
             lines.append(f"{who}{o.errors_within_noise} row(s) under Result error are msprobe's relative-error rule "
                          "on records the first-divergence rule finds within rounding noise (cancellation residues, "
