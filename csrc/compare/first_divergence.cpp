@@ -428,12 +428,20 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // against the larger scale of what produced it (a residue passed on): the
   // call's outputs are measured at their own size, so this is what explains
   // them (for a residue, its largest e in any class: below).
-  std::vector<ClassZ> own(rows.size(), ClassZ{0.0, 0.0, 0.0});
+  // Only residues (produced_from_rms > 0) differ from ec: kept apart, so
+  // that a large compare does not hold a third ClassZ per row at its peak.
+  std::unordered_map<size_t, ClassZ> own_residue;
+  auto own = [&](size_t i) -> const ClassZ& {
+    const auto it = own_residue.find(i);
+    return it == own_residue.end() ? ec[i] : it->second;
+  };
   // Integer and bool tensors (exact floor) whose dtype and shape agree: an
   // argmax or a mask (x > 0) computed from floating inputs flips with their
   // rounding, so such an output cannot be weighed against its inputs' noise.
   std::vector<bool> discrete(rows.size(), false);
-  std::vector<ClassZ> fl(rows.size(), ClassZ{0.0, 0.0, 0.0});  // each row's floors (x scale)
+  // Each row's floor: its index in the table (one byte a row, not a ClassZ).
+  std::vector<uint8_t> floor_index(rows.size(), 0);
+  auto fl = [&](size_t i, int c) { return class_floor(table[floor_index[i]], c) * scale; };
   result.produced_from_rms = expected_rms_from_producers(result, kExpectedMargin);
   result.parameter_of = parameter_rows_of_inputs(result);
   std::vector<bool> drifting = residue_gradient_parameters(result, result.produced_from_rms);
@@ -483,7 +491,6 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       row.z = e.z;
       zc[i] = e.z_class;
       ec[i] = e.e_class;
-      own[i] = e.e_class;
       if (e.produced_from_rms > 0 && t.role == Role::kInput) {
         // A residue's own error, in whichever statistic shows it most: the
         // bulk of its elements is rounding of a larger sum (a Sketch 26 %
@@ -493,11 +500,11 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
             row_error(t, b, scale, parameter(i) ? nullptr : at_least, sketch_of(target, t), sketch_of(bench, b), 0.0)
                 .e_class;
         const double m = *std::max_element(e_own.begin(), e_own.end());
-        own[i] = {m, m, m};
+        own_residue[i] = {m, m, m};
       }
       discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
-      fl[i] = {e.floor->aggregate * scale, e.floor->extreme * scale, e.floor->sketch * scale};
-      used[static_cast<size_t>(e.floor - table.data())] = true;
+      floor_index[i] = static_cast<uint8_t>(e.floor - table.data());
+      used[floor_index[i]] = true;
       if (is_parameter_row(t, target.entries)) {
         ++params;
         if (!drifting[i] && cause_z(e.z_class) > 1) ++params_differing;
@@ -582,7 +589,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         if (!drifting[i] && cause_z(zc[i]) > par_z) par_z = cause_z(zc[i]), par_row = i;
       } else {
         in.add(ec[i], zc[i], i);
-        for (int c : kClasses) in_own[c] = std::max(in_own[c], own[i][c]);
+        for (int c : kClasses) in_own[c] = std::max(in_own[c], own(i)[c]);
         ++inputs_matched;
       }
     }
@@ -669,7 +676,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
             continue;
           }
           if (integer_output) continue;
-          if (exceeds(ec[i][c], ratio_of(c), ref_out, fl[i][c]) && ec[i][c] > best_out)
+          if (exceeds(ec[i][c], ratio_of(c), ref_out, fl(i, c)) && ec[i][c] > best_out)
             best_out = ec[i][c], out_class = c, out.row[c] = i;
         } else if (!parameter(i)) {
           if (discrete[i] && discrete_output_differed) continue;
@@ -682,7 +689,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           // sums over broadcast dimensions of every add and bias) that
           // amplifies their relative L2 error further: 4R for the Sketch.
           const double r_in = backward ? ratio_of(c) : ratio;
-          if (exceeds(ec[i][c], r_in, ref_in, fl[i][c]) && ec[i][c] > best_in)
+          if (exceeds(ec[i][c], r_in, ref_in, fl(i, c)) && ec[i][c] > best_in)
             best_in = ec[i][c], in_class = c, in.row[c] = i, in_reference = ref_in;
         }
       }
