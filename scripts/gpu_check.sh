@@ -45,7 +45,7 @@ BENCH_MIN=${GPU_CHECK_BENCH_MIN:-60}
 KERNEL_BUDGET=${GPU_CHECK_KERNEL_S:-35}
 RESERVE=15  # for the summary and fetching $OUT
 # Cheapest first: a hang or crash late costs the least.
-PYTEST_FILES=(tests/gpu/test_acl_save_cuda.py tests/gpu/test_checksum_cuda.py tests/gpu/test_sketch_cuda.py tests/gpu/test_cuda_graph_l0.py
+PYTEST_FILES=(tests/gpu/test_acl_save_cuda.py tests/gpu/test_checksum_cuda.py tests/gpu/test_sketch_cuda.py tests/gpu/test_cuda_graph_l0.py tests/gpu/test_bitwise_pair_cuda.py
   tests/gpu/test_tensor_task_cuda.py tests/gpu/test_aclgraph_features_cuda.py tests/gpu/test_cuda_graph_l1.py tests/gpu/test_backward_cuda.py tests/gpu/test_backward_l1_cuda.py tests/gpu/test_examples_gpu.py)
 export PYTHONUNBUFFERED=1 GRAPHPROBE_FAIL_ON_SKIP=1 MAX_JOBS=${MAX_JOBS:-16} GRAPHPROBE_TEST_TIMEOUT=$TEST_TIMEOUT
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
