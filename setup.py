@@ -125,17 +125,95 @@ _names = {"engine": "graphprobe._C", "compare": "graphprobe._compare", "npu": "g
 ext_modules = [e for e in (engine, npu, compare) if e is not None and (not only or e.name == _names.get(only))]
 
 
+# Precompiled header (csrc/pch/engine.h): most files of _C parse torch's
+# ATen/core/Tensor.h (about 2.5 s of CPU each); with the PCH it is parsed once.
+# GRAPHPROBE_NO_PCH=1 builds without. _compare has none: its heavy files are
+# pybind11 bindings, and a pybind11 PCH made every file slower (the header's
+# comment); the NPU module is left alone.
+PCH_HEADERS = {"graphprobe._C": "csrc/pch/engine.h"}
+
+
+def _pch_flags(header: str, cflags: list[str], post_cflags: list[str], build_dir: str) -> list[str]:
+    """Compiles ``header`` into a .gch with exactly the flags of the module's
+    files (g++ ignores a .gch made with other flags: slow, not wrong;
+    -Winvalid-pch says so), and returns the flags that make each file use it.
+
+    The .gch lives in a folder named by a digest of the header, the flags, the
+    compiler and torch, so that a change to any of them changes the files'
+    command line and ninja rebuilds them all."""
+    import hashlib
+    import shlex
+    import subprocess
+
+    import torch
+
+    text = open(os.path.join(ROOT, header), encoding="utf-8").read()
+    compiler = cpp_extension._wrap_compiler(cpp_extension.get_cxx_compiler())
+    flags = shlex.split(" ".join(cflags)) + shlex.split(" ".join(post_cflags))
+    flags = [f for f in flags if f != "-c"]
+    key = "\0".join([text, *compiler, *flags, torch.__version__, torch.__file__])
+    folder = os.path.abspath(os.path.join(build_dir, "pch-" + hashlib.sha256(key.encode()).hexdigest()[:16]))
+    target = os.path.join(folder, "graphprobe_pch.h")
+    gch = target + ".gch"
+    if not _pch_up_to_date(gch):
+        for old in glob.glob(os.path.join(build_dir, "pch-*")):
+            if os.path.abspath(old) != folder:
+                import shutil
+
+                shutil.rmtree(old, ignore_errors=True)
+        os.makedirs(folder, exist_ok=True)
+        with open(target, "w", encoding="utf-8") as out:
+            out.write(text)
+        command = [*compiler, "-MMD", "-MF", gch + ".d", *flags, "-x", "c++-header", target, "-o", gch]
+        print("[pch] " + " ".join(command), flush=True)
+        subprocess.run(command, check=True)
+    return ["-Winvalid-pch", "-include", shlex.quote(target)]
+
+
+def _pch_up_to_date(gch: str) -> bool:
+    """The .gch exists and no file it was made from is newer."""
+    try:
+        made = os.stat(gch).st_mtime
+        deps = open(gch + ".d", encoding="utf-8").read().replace("\\\n", " ").split(":", 1)[1].split()
+        return all(os.stat(d).st_mtime <= made for d in deps)
+    except (OSError, IndexError):
+        return False
+
+
 class BuildExt(cpp_extension.BuildExtension):
     """One build folder per module: both compile csrc/format and csrc/fs, with
-    different flags, and must not share object files."""
+    different flags, and must not share object files. Files of a module with a
+    precompiled header (PCH_HEADERS) use it."""
 
     def build_extension(self, ext: Extension) -> None:
         base = self.build_temp
         self.build_temp = os.path.join(base, ext.name.split(".")[-1])
+        compile_objects = cpp_extension._write_ninja_file_and_compile_objects
+        header = PCH_HEADERS.get(ext.name) if os.environ.get("GRAPHPROBE_NO_PCH") != "1" else None
+        build_dir = self.build_temp
+
+        def with_pch(**kwargs):
+            kwargs["post_cflags"] = list(kwargs["post_cflags"]) + _pch_flags(
+                header, kwargs["cflags"], kwargs["post_cflags"], build_dir
+            )
+            return compile_objects(**kwargs)
+
+        if header:
+            cpp_extension._write_ninja_file_and_compile_objects = with_pch
+            # ccache (which torch's build puts before the compiler wherever it
+            # is installed) caches a compile that uses a PCH only with this
+            # sloppiness (ccache's manual, "Precompiled headers"); without it
+            # it runs the compiler every time.
+            sloppiness = [s for s in os.environ.get("CCACHE_SLOPPINESS", "").split(",") if s]
+            for needed in ("pch_defines", "time_macros"):
+                if needed not in sloppiness:
+                    sloppiness.append(needed)
+            os.environ["CCACHE_SLOPPINESS"] = ",".join(sloppiness)
         try:
             super().build_extension(ext)
         finally:
             self.build_temp = base
+            cpp_extension._write_ninja_file_and_compile_objects = compile_objects
 
 
 setup(

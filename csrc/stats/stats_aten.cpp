@@ -1,6 +1,16 @@
 #include "stats/stats_aten.h"
 
-#include <ATen/ATen.h>
+// The operators used, one header each: with <ATen/ATen.h> (every operator)
+// this file took 12.7 s of CPU to compile, with these 6.6 s (2026-12-02).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <limits>

@@ -5,7 +5,6 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
 #include <chrono>
