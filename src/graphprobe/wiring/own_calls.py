@@ -18,7 +18,17 @@ from typing import Any, Callable
 
 __all__ = ["enter", "inside", "leave", "outside"]
 
-_state = threading.local()
+class _State(threading.local):
+    """The depth, 0 on every thread until entered. Set when each thread first
+    touches the state rather than on the first ``enter()``: dynamo guards on
+    whether the attribute is in the instance's dict, so code traced before the
+    first ``enter()`` was recompiled after it."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+
+
+_state = _State()
 
 
 def inside() -> bool:
