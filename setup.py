@@ -165,7 +165,7 @@ def _pch_flags(header: str, cflags: list[str], post_cflags: list[str], build_dir
         with open(target, "w", encoding="utf-8") as out:
             out.write(text)
         command = [*compiler, "-MMD", "-MF", gch + ".d", *flags, "-x", "c++-header", target, "-o", gch]
-        print("[pch] " + " ".join(command), flush=True)
+        print(f"[pch] {header}: " + " ".join(command), flush=True)  # scripts/setup_env.sh shows "[pch] {header}"
         subprocess.run(command, check=True)
     return ["-Winvalid-pch", "-include", shlex.quote(target)]
 

@@ -109,9 +109,11 @@ log=build/setup-build.log
 # the compiler's dependency files, decides what really needs compiling.
 MAX_JOBS=${MAX_JOBS:-$(nproc)} "$PY" setup.py build_ext --inplace --force >"$log" 2>&1 &
 pid=$!
-# One line per compiled file, from ninja's "[k/n] c++ ... -c /path/src.cpp" lines.
+# One line per compiled file, from ninja's "[k/n] c++ ... -c /path/src.cpp" lines,
+# and one for the precompiled header (setup.py's "[pch] HEADER: command").
 tail -n +1 -f --pid=$pid "$log" 2>/dev/null \
-  | sed -un 's#^\[\([0-9]*/[0-9]*\)\].* -c \(-c \)\{0,1\}\([^ ]*\).*#  [\1] \3#p' | sed -u "s#$PWD/##" >&2 || true
+  | sed -un -e 's#^\[\([0-9]*/[0-9]*\)\].* -c \(-c \)\{0,1\}\([^ ]*\).*#  [\1] \3#p' \
+      -e 's#^\[pch\] \([^:]*\):.*#  [pch] \1 (precompiled header of the engine'"'"'s files)#p' | sed -u "s#$PWD/##" >&2 || true
 if ! wait $pid; then
   say "build failed; the end of $log:"
   tail -40 "$log" >&2
