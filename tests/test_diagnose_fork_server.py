@@ -71,13 +71,7 @@ def test_forked_bisect_answers_as_torch_sequential_bisect(tmp_path, child_script
     runner = Runner(tmp_path / "logs", fork=server)
 
     def run_one(key: _Key, k: int, stop: StopSignal, cache: Path) -> _Outcome:
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCH_COMPILE_BACKEND": key.backend,
-               "TORCH_BISECT_BACKEND": key.backend}
-        if key.subsystem:
-            env["TORCH_BISECT_SUBSYSTEM"] = key.subsystem
-            if key.state == "test_disable":
-                env["TORCH_BISECT_MAX"] = "-1"
-        rec = runner.run(f"bisect-{k}", cmd, env, stop=stop)
+        rec = runner.run(f"bisect-{k}", cmd, key.environment(cache), stop=stop)
         ok = {0: True, 1: False}.get(rec.exit_code)  # type: ignore[arg-type]
         return _Outcome(ok, {"passed": ok, "seen": rec.note, "local_error": None, "seconds": rec.seconds,
                              "log": rec.log}, crashed=ok is None)

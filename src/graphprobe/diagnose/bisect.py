@@ -103,6 +103,17 @@ class _Key:
             what += f", range [{self.span[0]}, {self.span[1]}])" if self.span else ")"
         return what
 
+    def environment(self, cache: Path) -> dict[str, str]:
+        """The variables that make a run of the user's command this test
+        (torch's CompilerBisector reads them), with its own inductor cache."""
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCH_COMPILE_BACKEND": self.backend,
+               "TORCH_BISECT_BACKEND": self.backend}
+        if self.subsystem:
+            env["TORCH_BISECT_SUBSYSTEM"] = self.subsystem
+            if self.state == "test_disable":
+                env["TORCH_BISECT_MAX"] = "-1"
+        return env
+
 
 @dataclass
 class _Outcome:
@@ -337,12 +348,7 @@ def bisect(runner: Runner, out: Path, target_cmd: list[str], module: str, steps:
     work.mkdir(parents=True, exist_ok=True)
 
     def run_one(key: _Key, k: int, stop: StopSignal, cache: Path) -> _Outcome:
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCH_COMPILE_BACKEND": key.backend,
-               "TORCH_BISECT_BACKEND": key.backend}
-        if key.subsystem:
-            env["TORCH_BISECT_SUBSYSTEM"] = key.subsystem
-            if key.state == "test_disable":
-                env["TORCH_BISECT_MAX"] = "-1"
+        env = key.environment(cache)
         dump = work / f"test{k}"
         cfg = write_config(work / f"test{k}.json", dump, "L0", [select or module], replay=True, backward=backward)
         env["GRAPHPROBE_CONFIG"] = str(cfg)
