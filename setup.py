@@ -193,9 +193,16 @@ class BuildExt(cpp_extension.BuildExtension):
         build_dir = self.build_temp
 
         def with_pch(**kwargs):
-            kwargs["post_cflags"] = list(kwargs["post_cflags"]) + _pch_flags(
-                header, kwargs["cflags"], kwargs["post_cflags"], build_dir
-            )
+            # The PCH only saves time: where it cannot be made (another
+            # torch's call, a compiler that refuses the header) the module is
+            # built without it, and says so.
+            try:
+                flags = _pch_flags(header, kwargs["cflags"], kwargs["post_cflags"], build_dir)
+            except Exception as e:  # noqa: BLE001
+                print(f"[pch] {header}: not used ({type(e).__name__}: {e}); building without it", flush=True)
+                flags = []
+            if flags:
+                kwargs["post_cflags"] = list(kwargs["post_cflags"]) + flags
             return compile_objects(**kwargs)
 
         if header:
