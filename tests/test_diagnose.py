@@ -294,6 +294,20 @@ def test_runner_timeout_and_missing_program(tmp_path):
     assert [r.stage for r in runner.records] == ["x", "y"] and rec.shell().endswith("no_such_program")
 
 
+def test_screen_lists_its_two_runs_as_they_started_whichever_ends_first(tmp_path):
+    # The reference and the target run at once; the target ends first here.
+    # diagnosis.json's commands list the reference first all the same (a
+    # fresh-clone CI run saw them swapped in test_nothing_diverges_...).
+    from graphprobe.diagnose.screen import screen
+
+    runner = Runner(tmp_path / "logs")
+    slow = [PY, "-c", "import time; time.sleep(3); raise SystemExit(3)"]
+    with pytest.raises(StageError):
+        screen(runner, tmp_path / "o", [PY, "-c", "pass"], slow, "L0", None, lambda _: None)
+    assert [r.stage for r in runner.records] == ["screen-reference", "screen-target"]
+    assert runner.records[0].exit_code == 3 and runner.records[1].exit_code == 0
+
+
 def test_cli_usage_errors(capsys, tmp_path):
     assert main(["demo", "--diagnose", "--inject-fault", "layers.9.nope", "--out", str(tmp_path)]) == 2
     assert "layers.9.nope" in capsys.readouterr().err and not (tmp_path / "diagnose").exists()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from graphprobe.diagnose.commands import Runner, StopSignal, tail
+from graphprobe.diagnose.commands import CommandRecord, Runner, StopSignal, tail
 from graphprobe.diagnose.configs import write_config
 from graphprobe.diagnose.entries import parse_entry
 
@@ -65,6 +65,14 @@ def check_run(rec: Any, what: str, dump: Path) -> None:
             f"reads $GRAPHPROBE_CONFIG), start() it on the model and call step() after each iteration; log {rec.log}")
 
 
+def _order_as_started(runner: Runner, first: CommandRecord, second: CommandRecord) -> None:
+    """Swaps ``first`` and ``second`` in ``runner.records`` when ``second`` is listed before it."""
+    where = {id(r): k for k, r in enumerate(runner.records)}
+    i, j = where.get(id(first)), where.get(id(second))
+    if i is not None and j is not None and j < i:
+        runner.records[i], runner.records[j] = runner.records[j], runner.records[i]
+
+
 def screen(runner: Runner, out: Path, target_cmd: list[str], reference_cmd: list[str] | None, level: str,
            steps: int | None, say: Callable[[str], None], at_once: bool = True) -> ScreenResult:
     """Runs the reference and the target at ``level`` (at once, unless
@@ -109,6 +117,9 @@ def screen(runner: Runner, out: Path, target_cmd: list[str], reference_cmd: list
     if "error" in got:
         raise got["error"]
     ref = got["rec"]
+    # Recorded as they finished: listed as they started, reference first, so
+    # that diagnosis.json's commands read the same whichever ended first.
+    _order_as_started(runner, ref, rec)
     say(f"    reference: exit {ref.exit_code} in {ref.seconds:.1f} s -> {ref_dump}")
     say(f"    target: exit {rec.exit_code} in {rec.seconds:.1f} s -> {tgt_dump}")
     check_run(ref, "screen (reference)", ref_dump)
