@@ -32,6 +32,9 @@ CPP_FLOORS: dict[str, int] = {
     "record": 0,
     "util": 0,
     "fs": 0,
+    # The engine's precompiled header: torch's and the standard headers
+    # only, given to every file of _C by the build (-include), none of ours.
+    "pch": 0,
     # 1: serializers (JSON, .pt, dump.json), statistics kernels, capture status.
     "format": 1,
     "stats": 1,
