@@ -701,7 +701,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // when the same code turned equal inputs into equal results earlier in
     // this pair (bitwise_pair.h). The inputs first (code not recorded
     // before this call changed), then the outputs (this call did).
-    bool entry_bitwise = matched == end - begin;
+    // Once the pair stopped agreeing nothing here is asked again: no scan.
+    bool entry_bitwise = bitwise_so_far && matched == end - begin;
     double bitwise_worst = 0;
     int bitwise_row = -1;
     for (size_t i = begin; i < end && entry_bitwise; ++i) {
