@@ -3,7 +3,9 @@
 # on the next run (a few seconds then):
 #  1. a project-local virtual environment, .venv (nothing is installed into
 #     the system Python; a torch 2.13.0 already there is reused, not copied);
-#  2. torch 2.13.0 (CPU build) and the test tools installed into it;
+#  2. torch 2.13.0 (CPU build) and what graphprobe needs installed into it;
+#     with --tools also the tools of the tests and of long runs (pytest,
+#     transformers, pyarrow, duckdb, dask);
 #  3. graphprobe installed into it in editable mode (the `graphprobe` command);
 #  4. the two C++ modules built in place (src/graphprobe/*.so) in the
 #     persistent build/ folder: ninja recompiles only what changed, ccache is
@@ -16,6 +18,12 @@
 # Other scripts use .venv/bin/python after this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_tools=0
+case "${1:-}" in
+  --tools) with_tools=1 ;;
+  "") ;;
+  *) echo "usage: bash scripts/setup_env.sh [--tools]  (--tools: also the test and long-run tools)" >&2; exit 2 ;;
+esac
 VENV=.venv
 PY=$VENV/bin/python
 say() { echo "setup: $*" >&2; }
@@ -45,16 +53,26 @@ if [ ! -x "$PY" ]; then
 fi
 
 # 2. Dependencies, pinned: a bare 'torch' would pull a multi-GB CUDA build.
-# transformers (pinned; it does not depend on torch): third-party models for
-# the record-identity tests (tests/test_program_identity.py). openpyxl: the
-# extra for `graphprobe compare --xlsx` (pyproject's "xlsx"), so that --xlsx
-# works on first use in this .venv.
-DEPS=("torch==2.13.0" "numpy" "pytest" "hypothesis" "setuptools>=64" "wheel" "ninja" "transformers==4.57.1" "pyarrow==26.0.1" "duckdb==2.0.1" "dask[dataframe]==2026.8.0" "distributed==2026.8.0" "openpyxl>=3.1")
+# What graphprobe and its demo need is installed always; the tools of the
+# tests and of long runs only with --tools (scripts/test.sh and .ci/run pass
+# it): they are a minute of a fresh machine's first demo (63 s of 278 s,
+# measured 2026-12-02). openpyxl: the extra for `graphprobe compare --xlsx`
+# (pyproject's "xlsx"), so that --xlsx works on first use in this .venv.
+# Tools: pytest, hypothesis; transformers (pinned; it does not depend on
+# torch): third-party models for the tests; pyarrow, duckdb, dask,
+# distributed: graphprobe.history (docs/history.md, pyproject's "history").
+DEPS=("torch==2.13.0" "numpy" "setuptools>=64" "wheel" "ninja" "openpyxl>=3.1")
+TOOLS=("pytest" "hypothesis" "transformers==4.57.1" "pyarrow==26.0.1" "duckdb==2.0.1" "dask[dataframe]==2026.8.0" "distributed==2026.8.0")
+want=("${DEPS[@]}")
+[ "$with_tools" = 1 ] && want+=("${TOOLS[@]}")
 deps_stamp=$VENV/.graphprobe-deps
-if [ "$(cat "$deps_stamp" 2>/dev/null)" != "${DEPS[*]}" ]; then
-  say "installing ${DEPS[*]} into $VENV (first run: a minute or two)"
-  "$PY" -m pip install -q --disable-pip-version-check "${DEPS[@]}"
-  echo "${DEPS[*]}" >"$deps_stamp"
+done_deps=$(cat "$deps_stamp" 2>/dev/null || true)
+# Installed already: the stamp names this exact list, or the list with the
+# tools when they are not asked for.
+if [ "$done_deps" != "${want[*]}" ] && [ "$done_deps" != "${DEPS[*]} ${TOOLS[*]}" ]; then
+  say "installing ${want[*]} into $VENV (first run: a minute or two)"
+  "$PY" -m pip install -q --disable-pip-version-check "${want[@]}"
+  echo "${want[*]}" >"$deps_stamp"
 fi
 
 # 3. Editable install, without compiling (GRAPHPROBE_ONLY=none): the modules

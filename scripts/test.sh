@@ -24,7 +24,7 @@ if [ "${1:-}" = "--quick" ]; then
   quick=1
   shift
 fi
-bash scripts/setup_env.sh
+bash scripts/setup_env.sh --tools
 if [ $quick = 0 ]; then
   bash scripts/run_cpp_tests.sh
   bash scripts/check_cuda_compile.sh

@@ -11,7 +11,8 @@ keep their dumps too). At the end it asks the history (DuckDB) for the first
 anomaly of any kind and the first non-finite value, writes the HTML report
 and lists the step folders still on disk. Output under --out
 (default ./flight_recorder_out; its dump/ and history/ are replaced).
-Needs transformers, pyarrow and duckdb (scripts/setup_env.sh installs them).
+Needs transformers, pyarrow and duckdb (`bash scripts/setup_env.sh --tools`
+installs them; scripts/test.sh does it too).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 
 from graphprobe.output_files import FILE_MODE, temporary_name
+from graphprobe.install_hint import install_command
 
 __all__ = ["CUT_MARKER", "MAX_CELL_CHARS", "MAX_SHEET_ROWS", "OpenpyxlMissing", "openpyxl_install_command",
            "require_openpyxl", "workbook_path",
@@ -63,21 +64,10 @@ class OpenpyxlMissing(ImportError):
 
 
 def openpyxl_install_command(package_dir: Path | None = None, executable: str | None = None) -> str:
-    """The command that installs openpyxl for this graphprobe: from a source
-    checkout (``src/graphprobe`` next to ``setup.py``; scripts/setup_env.sh's
-    ``.venv``) ``<this python> -m pip install openpyxl`` -- the extra of an
-    editable install is not re-read by ``pip install 'graphprobe[xlsx]'``,
-    which would fetch graphprobe from the index --, else that command."""
+    """The command that installs openpyxl for this graphprobe
+    (:func:`graphprobe.install_hint.install_command`)."""
     package_dir = Path(__file__).resolve().parents[1] if package_dir is None else package_dir
-    python = sys.executable if executable is None else executable
-    if package_dir.parent.name == "src" and (package_dir.parent.parent / "setup.py").is_file():
-        try:
-            shown = os.path.relpath(python)  # ".venv/bin/python" from the checkout
-        except ValueError:  # another drive (Windows)
-            shown = python
-        shown = shown if not shown.startswith("..") else python
-        return f"{shown} -m pip install openpyxl"
-    return "pip install 'graphprobe[xlsx]'"
+    return install_command("openpyxl", "xlsx", package_dir, executable)
 
 
 def require_openpyxl() -> None:

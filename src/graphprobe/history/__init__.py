@@ -18,7 +18,7 @@ or Dask read selectively by rank and step:
   whose data-parallel replica disagrees, by checksum, every step.
 
 Attributes are imported on first use (pyarrow, duckdb and dask are optional:
-``pip install 'graphprobe[history]'``).
+``pip install 'graphprobe[history]'``; from a source checkout ``bash scripts/setup_env.sh --tools``).
 """
 
 from __future__ import annotations

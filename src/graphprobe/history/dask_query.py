@@ -18,6 +18,7 @@ import numpy as np
 from graphprobe.history.query import Anomaly, Mover, StepStat, history_files, history_ranks
 from graphprobe.history.records import STATS
 from graphprobe.history.rules import AnomalyRule
+from graphprobe.install_hint import history_install_command
 
 __all__ = ["first_anomaly", "movers", "rank_frame", "record_over_steps"]
 
@@ -56,7 +57,8 @@ def rank_frame(hist: str | os.PathLike[str], ranks: list[int] | None = None, fir
     try:
         import dask.dataframe as dd
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("graphprobe's Dask queries need dask[dataframe]: pip install 'graphprobe[history]'") from exc
+        raise ImportError(f"graphprobe's Dask queries need dask[dataframe] ({exc}): "
+                          f"install it with {history_install_command()}") from exc
     ranks = history_ranks(hist) if ranks is None else ranks
     parts = [(os.fspath(hist), r, first_step, last_step, steps, record) for r in ranks]
     meta = _read_rank((os.fspath(hist), ranks[0], 0, -1, None, None)).iloc[:0]

@@ -21,6 +21,7 @@ from typing import Any
 from graphprobe.history.records import STATS
 from graphprobe.history.rules import AnomalyRule
 from graphprobe.history.writer import FILE_RE, RANK_RE
+from graphprobe.install_hint import history_install_command
 
 __all__ = ["Anomaly", "Mover", "ReplicaRow", "StepStat", "connect", "first_anomaly", "history_files", "history_ranks",
            "movers", "record_over_steps", "replica_mismatches"]
@@ -122,7 +123,8 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> Any:
     try:
         import duckdb
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("graphprobe history queries need duckdb: pip install 'graphprobe[history]'") from exc
+        raise ImportError(f"graphprobe history queries need duckdb ({exc}): "
+                          f"install it with {history_install_command()}") from exc
     con = duckdb.connect(":memory:")
     # Its progress bar writes to stdout, between the answers (and into a pipe's reader).
     con.execute("SET enable_progress_bar = false")

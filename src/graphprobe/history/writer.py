@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graphprobe.history.records import STATS, StepRows, read_dump_json
+from graphprobe.install_hint import history_install_command
 
 __all__ = ["FILE_RE", "RANK_RE", "HistoryWriter", "build_history", "file_name", "rank_dir", "schema"]
 
@@ -50,7 +51,8 @@ def _require_pyarrow() -> Any:
         import pyarrow
         import pyarrow.parquet  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("graphprobe's history needs pyarrow: pip install 'graphprobe[history]'") from exc
+        raise ImportError(f"graphprobe's history needs pyarrow ({exc}): "
+                          f"install it with {history_install_command()}") from exc
     return pyarrow
 
 
