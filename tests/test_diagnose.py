@@ -760,6 +760,51 @@ def test_repro_runs_as_written(tmp_path):
     assert rep.returncode == 2 and "cannot be rebuilt" in rep.stderr, rep.stdout + rep.stderr
 
 
+CACHE_SCRIPT = textwrap.dedent('''
+    import torch
+    from graphprobe.config_env import save_repro_module
+
+    class Cache:
+        """A KV cache as transformers' DynamicCache: an object holding tensors, updated by the forward."""
+        def update(self, x):
+            self.keys = torch.cat([self.keys, x], dim=0)
+            return self.keys
+
+    class Attn(torch.nn.Module):
+        def forward(self, x, cache):
+            assert isinstance(cache, Cache), type(cache)  # the object itself, not the dict inputs.pt holds
+            keys = cache.update(x)
+            return x + keys.sum(0, keepdim=True)
+
+    save_repro_module(Attn())
+''')
+
+
+def test_repro_rebuilds_an_object_input_fresh_for_each_run(tmp_path):
+    # Issue #37 held-out case (a): an attention called with a DynamicCache. inputs.pt holds the cache as a dict of
+    # its attributes with "__class__" (replay's _cpu_tree, loadable with weights_only=True); the repro passed that
+    # dict on (TypeError: update expected at most 1 argument, exit 2: reproduces null), and would have passed the one
+    # cache to the eager, compiled and float64 runs, each appending to what the one before had appended.
+    import torch
+
+    from graphprobe.diagnose.repro import write_repro
+
+    script = tmp_path / "attn.py"
+    script.write_text(CACHE_SCRIPT)
+    saved = tmp_path / "saved"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), GRAPHPROBE_REPRO_MODULE="", GRAPHPROBE_REPRO_DIR=str(saved))
+    subprocess.run([PY, str(script)], env=env, check=True, timeout=300)
+    inputs = tmp_path / "inputs.pt"
+    torch.save({"args": [torch.randn(2, 4)], "kwargs": {"cache": {"__class__": "__main__.Cache",
+                                                                   "keys": torch.randn(3, 4)}}}, inputs)
+    write_repro(tmp_path / "out", ModuleVerdict("", "Module.Attn.forward.0", "creates", "", 0, "f", []), inputs,
+                saved, "")
+    rep = subprocess.run([PY, str(tmp_path / "out" / "repro" / "repro.py"), "--backend", "eager"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert rep.returncode == 0 and "no error beyond eager's" in rep.stdout, rep.stdout + rep.stderr
+    assert "output 0 (2, 4) torch.float32" in rep.stdout, rep.stdout
+
+
 def test_repro_module_and_class_names_cannot_inject_code(tmp_path, monkeypatch):
     import torch
 

@@ -26,6 +26,7 @@ Exit 1: the compiled module creates the error; 0: no error beyond eager's;
 2: the script could not run (the module cannot be rebuilt here, an exception)."""
 import argparse
 import copy
+import importlib
 import os
 import sys
 
@@ -74,6 +75,51 @@ def _gp_to(value, dtype=None):
     return value
 
 
+def _gp_class(name):
+    """The class ``name`` (``module.Qualname``) names; ``__main__.X``: this script's copy of it."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        if parts[:cut] == ["__main__"]:
+            value = sys.modules["__main__"]
+        else:
+            try:
+                value = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+        try:
+            for part in parts[cut:]:
+                value = getattr(value, part)
+        except AttributeError:
+            continue
+        if isinstance(value, type):
+            return value
+    raise TypeError(f"the inputs hold an object of class {{name}}, which cannot be found here")
+
+
+def _gp_objects(value):
+    """``value`` with the objects the call was given back: inputs.pt holds
+    each (a cache, say) as a dict of its attributes with ``"__class__"``."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_gp_objects(v) for v in value)
+    if isinstance(value, dict):
+        items = {{k: _gp_objects(v) for k, v in value.items() if k != "__class__"}}
+        if not isinstance(value.get("__class__"), str):
+            return items
+        cls = _gp_class(value["__class__"])
+        obj = cls.__new__(cls)
+        obj.__dict__.update(items)
+        return obj
+    return value
+
+
+def _gp_inputs(saved, dtype=None):
+    """A fresh copy of the call's (args, kwargs), floating tensors cast to
+    ``dtype``: the forward may update what it is given (a KV cache), so each
+    run gets its own."""
+    saved = _gp_objects(_gp_to(copy.deepcopy(saved), dtype))
+    return saved.get("args", []), saved.get("kwargs", {{}})
+
+
 def _gp_first_tensor(value):
     if isinstance(value, torch.Tensor):
         return value
@@ -92,14 +138,15 @@ def _gp_main():
     parser.add_argument("--backend", default="inductor")
     backend = parser.parse_args().backend
     saved = torch.load(os.path.join(_GP_HERE, "inputs.pt"), weights_only=True)
-    args, kwargs = saved.get("args", []), saved.get("kwargs", {{}})
     module = _gp_build().eval()
     with torch.no_grad():
+        args, kwargs = _gp_inputs(saved)
         eager = _gp_first_tensor(module(*args, **kwargs))
         compiled_module = torch.compile(copy.deepcopy(module), backend=backend, fullgraph=False)
+        args, kwargs = _gp_inputs(saved)
         compiled = _gp_first_tensor(compiled_module(*args, **kwargs))
-        reference = _gp_first_tensor(copy.deepcopy(module).double()(*_gp_to(args, torch.float64),
-                                                                     **_gp_to(kwargs, torch.float64)))
+        args, kwargs = _gp_inputs(saved, torch.float64)
+        reference = _gp_first_tensor(copy.deepcopy(module).double()(*args, **kwargs))
 
     def err(x):
         d = (x.double() - reference).abs().max().item()
