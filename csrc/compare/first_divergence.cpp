@@ -16,6 +16,7 @@
 #include "compare/cell_text.h"
 #include "compare/entry_ranges.h"
 #include "compare/forward_of.h"
+#include "compare/module_entry_name.h"
 #include "compare/msprobe_values.h"
 #include "compare/parameter_inputs.h"
 #include "compare/parameters_across_steps.h"
@@ -168,20 +169,9 @@ constexpr std::string_view kApiCall = "*";
 // "layers.0.mlp"; backward records too); "" for API entries and for
 // parameters_grad entries (not calls).
 std::string_view module_path(std::string_view name) {
-  constexpr std::string_view kPrefix = "Module.";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return {};
-  name.remove_prefix(kPrefix.size());
-  // Drop "{Class}.{direction}.{n}": the last three components.
-  for (int k = 0; k < 3; ++k) {
-    const size_t dot = name.rfind('.');
-    if (dot == std::string_view::npos) return {};
-    if (k == 1) {
-      const std::string_view direction = name.substr(dot + 1);
-      if (direction != "forward" && direction != "backward" && direction.substr(0, 13) != "backward_pass") return {};
-    }
-    name = name.substr(0, dot);
-  }
-  return name;
+  const ModuleEntryName m = split_module_entry(name);
+  const bool call = m.direction == "forward" || m.direction == "backward" || m.direction.substr(0, 13) == "backward_pass";
+  return call ? m.path : std::string_view();
 }
 
 // A group of rows (an entry's inputs, parameters or outputs), per class of
@@ -704,7 +694,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // Once the pair stopped agreeing nothing here is asked again: no scan.
     bool entry_bitwise = bitwise_so_far && matched == end - begin;
     double bitwise_worst = 0;
-    int bitwise_row = -1;
+    std::optional<size_t> bitwise_row;
     for (size_t i = begin; i < end && entry_bitwise; ++i) {
       const double e = rows[i].z ? (std::isinf(*rows[i].z) ? kInf : max2(ec[i])) : 0.0;
       if (e <= kBitwiseTolerance) continue;
@@ -723,12 +713,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
           if ((t.role == Role::kInput) != inputs || parameter(i) || !rows[i].z) continue;
           const double e = max2(ec[i]);
-          if (e > bitwise_worst) bitwise_worst = e, bitwise_row = static_cast<int>(i);
+          if (e > bitwise_worst) bitwise_worst = e, bitwise_row = i;
         }
-        if (bitwise_row >= 0) break;
+        if (bitwise_row) break;
       }
-      if (bitwise_row >= 0 && bitwise_worst > kBitwiseMinimum && std::isfinite(bitwise_worst)) {
-        const size_t i = static_cast<size_t>(bitwise_row);
+      if (bitwise_row && bitwise_worst > kBitwiseMinimum && std::isfinite(bitwise_worst)) {
+        const size_t i = *bitwise_row;
         int c = 0;
         for (int k : kClasses) if (ec[i][k] > ec[i][c]) c = k;
         if (target.rows[static_cast<size_t>(rows[i].target)].role == Role::kInput)

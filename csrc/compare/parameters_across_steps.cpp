@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "compare/module_entry_name.h"
 #include "compare/parameter_inputs.h"
 
 namespace graphprobe::compare {
@@ -11,17 +12,8 @@ namespace {
 // "Module.{path}.{Class}.{kind}.{n}" -> "{path}" for kind "forward" or
 // "parameters_grad"; "" otherwise.
 std::string_view module_path_of(std::string_view name, std::string_view kind) {
-  constexpr std::string_view kPrefix = "Module.";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return {};
-  name.remove_prefix(kPrefix.size());
-  size_t dot = name.rfind('.');  // before the call counter
-  if (dot == std::string_view::npos) return {};
-  name = name.substr(0, dot);
-  dot = name.rfind('.');
-  if (dot == std::string_view::npos || name.substr(dot + 1) != kind) return {};
-  name = name.substr(0, dot);
-  dot = name.rfind('.');  // before the class
-  return dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
+  const ModuleEntryName m = split_module_entry(name);
+  return m.direction == kind ? m.path : std::string_view();
 }
 
 }  // namespace
