@@ -805,6 +805,20 @@ def test_repro_rebuilds_an_object_input_fresh_for_each_run(tmp_path):
     assert "output 0 (2, 4) torch.float32" in rep.stdout, rep.stdout
 
 
+def test_repro_of_a_backward_origin_says_why_it_is_not_run(tmp_path):
+    # Issue #37 held-out case (c): the origin is a Linear's backward. The repro runs forwards; its note said "the
+    # dumper saved no replay_inputs file for it", although replay had saved the forward call's inputs and judged
+    # the backward: not the true reason.
+    from graphprobe.diagnose.repro import run_repro, write_repro
+
+    origin = ModuleVerdict("layers.1.mlp.down_proj", "Module.layers.1.mlp.down_proj.Linear.backward.0", "creates", "",
+                           0.002, "f", [])
+    repro = write_repro(tmp_path / "out", origin, None, tmp_path / "nothing", "layers.1.mlp.down_proj")
+    reproduces, note = run_repro(None, repro, {"backend": "eager"})
+    assert reproduces is None and "saved no replay_inputs" not in note, note
+    assert "Module.layers.1.mlp.down_proj.Linear.backward.0" in note and "forward only" in note, note
+
+
 def test_repro_module_and_class_names_cannot_inject_code(tmp_path, monkeypatch):
     import torch
 

@@ -250,6 +250,11 @@ def write_repro(out: Path, origin: Any, inputs: Path | None, saved_module: Path,
     missing = []
     if inputs is not None and inputs.is_file():
         shutil.copyfile(inputs, folder / "inputs.pt")
+    elif ".backward." in origin.entry:
+        # replay saves a forward call's inputs; the backward's are the gradients, judged within the run.
+        missing.append(f"a forward call that shows the error: the error is created in the origin's backward "
+                       f"({origin.entry}), and the repro runs a module's forward only (replay judged that backward "
+                       "on the gradients it received in graph mode, in the attribute run)")
     else:
         missing.append("the origin's inputs (the dumper saved no replay_inputs file for it)")
     info: dict[str, Any] = {}
