@@ -38,9 +38,9 @@ CASES = {
               "optimizer.step() before dumper.step()",
               fault="graph-only gradient x1.002 at layers.1.mlp.down_proj's output (autograd Function)",
               origin="layers.1.mlp.down_proj", backward=True, reproduces=None),
-    "d": dict(script="d_gptj_lowering.py", model="GPTJModel (2 layers, n_embd 32, gelu_new, 1x8 tokens, default cache)",
+    "d": dict(script="d_bloom_lowering.py", model="BloomModel (2 layers, hidden 32, BloomGelu, 1x8 tokens, default cache)",
               fault="inductor lowering of aten.tanh replaced by tanh(x) * 1.001",
-              origin="h.0.mlp.act", backward=False, backend="inductor", subsystem="lowerings", debug="tanh",
+              origin="h.0.mlp.gelu_impl", backward=False, backend="inductor", subsystem="lowerings", debug="tanh",
               reproduces=False),
     "e": dict(script="e_falcon_decomposition.py", model="FalconModel (2 layers, hidden 32, 1x8 tokens, default cache)",
               fault="inductor's decomposition of aten.native_layer_norm returns its output x1.001",
@@ -83,13 +83,13 @@ def check(case: dict, d: dict) -> list[str]:
     return bad
 
 
-def run(name: str, out_root: Path, timeout: int) -> dict:
+def run(name: str, out_root: Path, timeout: int, src: Path) -> dict:
     case = CASES[name]
     out = out_root / name
     argv = [PY, "-m", "graphprobe", "diagnose", "-o", str(out), "--timeout", str(timeout), "--",
             PY, str(CASES_DIR / case["script"])]
     # One compile thread: no pool of compile workers started in every run (as the acceptance tests do).
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), TORCHINDUCTOR_COMPILE_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(src), TORCHINDUCTOR_COMPILE_THREADS="1")
     before, t0 = load(), time.time()
     proc = subprocess.run(argv, env=env, cwd=out_root, capture_output=True, text=True)
     wall, after = time.time() - t0, load()
@@ -103,7 +103,7 @@ def run(name: str, out_root: Path, timeout: int) -> dict:
     att = d.get("attribution") or {}
     result = {
         "case": name, "model": case["model"], "fault": case["fault"], "expected": case["origin"],
-        "command": " ".join(argv), "exit_code": proc.returncode, "error": d.get("error"),
+        "command": " ".join(argv), "src": str(src), "exit_code": proc.returncode, "error": d.get("error"),
         "first_divergence": (d.get("first_divergence") or {}).get("entry"),
         "diagnosed": (d.get("origin") or {}).get("module"), "entry": (d.get("origin") or {}).get("entry"),
         "verdict": (d.get("origin") or {}).get("verdict"), "conclusion": d.get("conclusion"),
@@ -130,13 +130,16 @@ def main() -> int:
     ap.add_argument("cases", nargs="*", default=["a", "b", "c", "e", "d"], choices=sorted(CASES))
     ap.add_argument("--out", default="/tmp/graphprobe_heldout")
     ap.add_argument("--timeout", type=int, default=600, help="diagnose's --timeout per command (s)")
+    ap.add_argument("--src", default=str(REPO / "src"),
+                    help="the graphprobe package folder to run (default: this checkout's src; a copy keeps a run "
+                         "independent of changes made to the checkout meanwhile)")
     args = ap.parse_args()
     out_root = Path(args.out).resolve()
     out_root.mkdir(parents=True, exist_ok=True)
     ok = True
     for name in args.cases:
         print(f"== case {name}: {CASES[name]['model']}; fault: {CASES[name]['fault']}", flush=True)
-        r = run(name, out_root, args.timeout)
+        r = run(name, out_root, args.timeout, Path(args.src).resolve())
         for k in ("expected", "diagnosed", "entry", "verdict", "first_divergence", "backend", "subsystem",
                   "bisect_number", "debug_info", "bisect_tests", "reproduces", "reproduces_note", "not_judged",
                   "why", "stages", "commands", "wall_s", "load_before", "load_after", "exit_code", "error"):

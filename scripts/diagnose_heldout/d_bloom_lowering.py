@@ -1,14 +1,16 @@
 """Held-out case (d), issue #37: a custom inductor lowering fault in
-transformers GPTJModel (activation gelu_new, which computes torch.tanh):
-inductor's lowering of aten.tanh is replaced by one computing tanh(x) * 1.001.
-Process state (the lowering table) the repro does not carry.
-Expected origin: h.0.mlp.act; bisect inductor / lowerings, debug info tanh;
-repro.reproduces false with the reason."""
+transformers BloomModel (its MLP's BloomGelu computes torch.tanh): inductor's
+lowering of aten.tanh is replaced by one computing tanh(x) * 1.001. Process
+state (the lowering table) that the repro does not carry.
+Expected origin: h.0.mlp.gelu_impl; bisect inductor / lowerings, debug info
+tanh; repro.reproduces false with the reason.
+(GPT-J, tried first, cannot be compiled by inductor on torch 2.13 at all:
+the joint-graph attention pattern pass fails on its tensor-valued scale_attn.)"""
 import torch
 import torch._functorch.config
 import torch._inductor.config
 from torch._inductor.lowering import lowerings
-from transformers import GPTJConfig, GPTJModel
+from transformers import BloomConfig, BloomModel
 from graphprobe import AclGraphDumper
 
 aten = torch.ops.aten
@@ -26,8 +28,8 @@ torch._inductor.config.fx_graph_cache = False
 torch._functorch.config.enable_autograd_cache = False
 
 torch.manual_seed(0)
-model = GPTJModel(GPTJConfig(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
-                             n_inner=64, activation_function="gelu_new", attn_implementation="eager")).eval()
+model = BloomModel(BloomConfig(vocab_size=64, hidden_size=32, n_layer=2, n_head=4,
+                               attn_implementation="eager")).eval()
 dumper = AclGraphDumper()
 dumper.start(model)
 compiled = torch.compile(model)
