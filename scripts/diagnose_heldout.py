@@ -46,6 +46,10 @@ CASES = {
               fault="inductor's decomposition of aten.native_layer_norm returns its output x1.001",
               origin="h.0.input_layernorm", backward=False, backend="aot_eager_decomp_partition",
               subsystem="decomposition", debug="native_layer_norm", reproduces=False),
+    "f": dict(script="f_phi3_patched_forward.py", model="Phi3Model (as (a))",
+              fault="layers.1.self_attn.forward replaced on the instance by a closure: output x1.001 when compiling",
+              origin=None, backward=False, reproduces=None,
+              not_judged={"layers.1.self_attn": "replaced on the instance"}, why="layers.1.self_attn's own code"),
 }
 
 
@@ -60,8 +64,15 @@ def check(case: dict, d: dict) -> list[str]:
     origin = d.get("origin") or {}
     if origin.get("module") != case["origin"]:
         bad.append(f"origin {origin.get('module')!r}, expected {case['origin']!r}")
-    if origin.get("verdict") != "creates":
+    if case["origin"] is not None and origin.get("verdict") != "creates":
         bad.append(f"origin verdict {origin.get('verdict')!r}")
+    modules = {m["module"]: m for m in (d.get("attribution") or {}).get("modules") or []}
+    for name, words in case.get("not_judged", {}).items():
+        m = modules.get(name) or {}
+        if m.get("verdict") != "not judged" or words not in (m.get("reason") or ""):
+            bad.append(f"{name}: {m.get('verdict')!r} ({m.get('reason')!r}), expected not judged, {words!r}")
+    if "why" in case and case["why"] not in ((d.get("attribution") or {}).get("why") or ""):
+        bad.append(f"attribution.why does not say {case['why']!r}")
     if case["backward"] and ".backward." not in (origin.get("entry") or ""):
         bad.append(f"origin entry {origin.get('entry')!r} is not a backward call")
     b = d.get("bisect") or {}
