@@ -150,3 +150,55 @@ def test_discarded_steps_take_no_number_and_leave_nothing_behind(write_config, t
         assert list(data) == [NAME]  # no call of a discarded step leaked in (no forward.1)
         _assert_stats(data[NAME]["input_args"][0], x)
         _assert_stats(data[NAME]["output"][0], torch.relu(x))
+
+
+def test_rows_of_held_steps_keep_their_own_dtype_shape_and_values(write_config, tmp_path):
+    """Issue 39: step() hands the writer thread each step's raw rows, which
+    it converts later against the slots' descriptions (dtype, shape). With
+    the writer held, step N's rows wait unconverted while step N+1's forward
+    records into the same slots with another dtype, shape and values (step()
+    waits for the previous step's job, so one step at a time can wait); each
+    dump.json must still hold its own step's records, equal to float64
+    statistics computed here. The last steps run without a hold, reusing the
+    buffers of converted steps, and are checked the same way."""
+    from graphprobe import _ops
+
+    model = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())
+    dumper = graphprobe.AclGraphDumper(write_config())
+    dumper.start(model)
+    dtypes = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.float32,
+              torch.float64, torch.bfloat16, torch.float32]
+    inputs = [(torch.linspace(-2.0, 2.0, (k + 2) * (k + 3), dtype=torch.float64) * (k + 1) + 0.1 * k)
+              .reshape(k + 2, k + 3).to(dtype) for k, dtype in enumerate(dtypes)]
+    held = 5  # steps 0-4 are queued behind a hold
+    holding = False
+    try:
+        with torch.no_grad():
+            for k, x in enumerate(inputs):
+                model(x)  # records while the previous step's rows wait behind the hold
+                if holding:
+                    # Not converted yet: the hold and the previous step's job are both queued.
+                    assert _ops._C.writer_stats()["pending"] == 2, k
+                    _ops._C._writer_test_release()
+                    holding = False
+                if k < held:
+                    _ops._C._writer_test_hold()  # ahead of this step's job
+                    holding = True
+                dumper.step()
+    finally:
+        if holding:
+            _ops._C._writer_test_release()
+        dumper.stop()
+    dump = str(tmp_path / "dump")
+    assert sorted(os.listdir(dump)) == sorted(f"step{k}" for k in range(len(inputs)))
+    for k, x in enumerate(inputs):
+        with open(os.path.join(_folder(dump, k), "dump.json")) as f:
+            data = json.load(f)["data"]
+        relu = torch.relu(x)
+        expected = {"Module.0.ReLU.forward.0": (x, relu), "Module.1.Tanh.forward.0": (relu, torch.tanh(relu))}
+        assert list(data) == list(expected), k
+        for name, (given, made) in expected.items():
+            for record, tensor in ((data[name]["input_args"][0], given), (data[name]["output"][0], made)):
+                assert record["dtype"] == str(tensor.dtype), (k, name)
+                assert record["shape"] == list(tensor.shape), (k, name)
+                _assert_stats(record, tensor)

@@ -59,6 +59,11 @@ class CpuTable final : public DeviceTable {
     return std::vector<Row>(rows_.begin(), rows_.end());
   }
 
+  void fetch_into(std::vector<Row>& out) override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    out.assign(rows_.begin(), rows_.end());
+  }
+
   void set_epoch(int64_t epoch) override {
     const std::lock_guard<std::mutex> lock(mu_);
     epoch_ = epoch;

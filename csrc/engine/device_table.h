@@ -37,6 +37,11 @@ class DeviceTable {
   virtual void write_values(const at::Tensor& values, int64_t row) = 0;
   // Waits for the device, then copies every row handed out so far to the host.
   virtual std::vector<Row> fetch() = 0;
+  // fetch() into `out`, reusing its memory where the table can. step() runs
+  // on the caller's thread right after a forward, and there the first large
+  // allocation costs more than the copy: glibc first consolidates the small
+  // chunks that the forward freed (issue 39).
+  virtual void fetch_into(std::vector<Row>& out) { out = fetch(); }
   // Sets the epoch that later kernels stamp into the rows they write.
   virtual void set_epoch(int64_t epoch) = 0;
   // The live switch read by every kernel, captured ones included.

@@ -20,10 +20,10 @@ namespace graphprobe {
 
 namespace {
 
-// (site, index) as one hash key; a call never has 2^20 tensors.
-constexpr int kIndexBits = 20;
-uint64_t probe_key(int64_t site, int64_t index) {
-  return (static_cast<uint64_t>(site) << kIndexBits) | static_cast<uint64_t>(index);
+// A new slot's description until its first execution describes it.
+const std::shared_ptr<const SlotDesc>& undescribed() {
+  static const auto* none = new std::shared_ptr<const SlotDesc>(std::make_shared<const SlotDesc>());
+  return *none;
 }
 
 }  // namespace
@@ -107,6 +107,7 @@ int64_t Engine::new_slot(c10::Device device, int64_t site, int64_t index, bool c
   s.captured = captured;
   s.instance = instance;
   s.device = device;
+  s.desc = undescribed();
   const int64_t id = static_cast<int64_t>(slots_.size());
   Table& t = table(s.device);
   s.row = t.rows->add_row();
@@ -118,10 +119,19 @@ int64_t Engine::new_slot(c10::Device device, int64_t site, int64_t index, bool c
 
 void Engine::refresh(Slot& s, c10::ScalarType dtype, c10::IntArrayRef shape, int64_t numel) {
   // A reused slot describes its latest execution: shapes may change between
-  // steps (dynamic shapes).
-  s.dtype = dtype;
-  s.shape = shape.vec();
-  s.numel = numel;
+  // steps (dynamic shapes). The description is replaced, never changed in
+  // place: the writer thread may still be converting an earlier step's rows
+  // against the old one (step_rows.h). Usually nothing changed, and the
+  // record allocates nothing.
+  const SlotDesc& d = *s.desc;
+  if (d.dtype == dtype && d.numel == numel && shape.equals(d.shape)) return;
+  s.desc = std::make_shared<const SlotDesc>(SlotDesc{dtype, shape.vec(), numel});
+}
+
+const std::vector<std::pair<int64_t, int64_t>>* Engine::mirrors_of(int64_t site, int64_t index) const {
+  if (mirrors_->empty()) return nullptr;
+  const auto it = mirrors_->find(probe_key(site, index));
+  return it == mirrors_->end() ? nullptr : &it->second;
 }
 
 int64_t Engine::slot_for(c10::Device device, int64_t site, int64_t index, bool capturing) {
@@ -177,8 +187,8 @@ Engine::DeviceTarget Engine::device_target(const at::Tensor& t, int64_t site, in
   const int64_t id = slot_for(t.device(), site, index, capturing);
   if (id < 0) {
     // Its mirrors (known so far) are lost with it.
-    const auto mirrored = mirrors_.find(probe_key(site, index));
-    dropped_ += 1 + (mirrored == mirrors_.end() ? 0 : static_cast<int64_t>(mirrored->second.size()));
+    const auto* mirrored = mirrors_of(site, index);
+    dropped_ += 1 + (mirrored == nullptr ? 0 : static_cast<int64_t>(mirrored->size()));
     return target;
   }
   Slot& s = slots_[static_cast<size_t>(id)];
@@ -247,9 +257,15 @@ void Engine::record_mirror(const at::Tensor& x, int64_t site, int64_t index, int
       // Registered whatever the switch: a graph captured while off replays
       // without this call once switched on.
       if (!active_ || registry_.site(site) == nullptr || registry_.site(source_site) == nullptr) return;
-      auto& list = mirrors_[probe_key(source_site, source_index)];
       const std::pair<int64_t, int64_t> mirror{site, index};
-      if (std::find(list.begin(), list.end(), mirror) == list.end()) list.push_back(mirror);
+      const auto* known = mirrors_of(source_site, source_index);
+      if (known != nullptr && std::find(known->begin(), known->end(), mirror) != known->end()) return;
+      // Copied, not changed in place: a step handed to the writer thread
+      // still reads the map it was collected with (step_rows.h). Mirrors are
+      // registered while warming up and capturing only, so copies are rare.
+      auto fresh = std::make_shared<MirrorMap>(*mirrors_);
+      (*fresh)[probe_key(source_site, source_index)].push_back(mirror);
+      mirrors_ = std::move(fresh);
       return;
     }
   }
@@ -278,46 +294,29 @@ void Engine::record_values(const at::Tensor& values, int64_t site, int64_t index
   target.table->write_values(values, target.row);
 }
 
-int64_t Engine::append_rows(std::vector<ExecutedRow>* out, const std::vector<Row>& rows,
-                            const std::vector<int64_t>& row_slot, double device_order) {
+int64_t Engine::append_rows(StepRows* out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
+                            double device_order) {
   int64_t n = 0;
   for (size_t i = 0; i < rows.size() && i < row_slot.size(); ++i) {
     const Row& r = rows[i];
     const int64_t id = row_slot[i];
     if (id < 0 || r.v[column::kStamp] != static_cast<double>(epoch_)) continue;
     const Slot& slot = slots_[static_cast<size_t>(id)];
-    const auto mirrored = mirrors_.empty() ? mirrors_.end() : mirrors_.find(probe_key(slot.site, slot.index));
-    n += 1 + (mirrored == mirrors_.end() ? 0 : static_cast<int64_t>(mirrored->second.size()));
+    const auto* mirrored = mirrors_of(slot.site, slot.index);
+    n += 1 + (mirrored == nullptr ? 0 : static_cast<int64_t>(mirrored->size()));
     if (out == nullptr) continue;
-    ExecutedRow& e = out->emplace_back();
+    // Only a copy of the row and a reference to its slot's description: the
+    // conversion runs on the writer thread (StepRows::executed_rows).
+    StepRow& e = out->rows.emplace_back();
+    e.row = r;
+    e.slot = id;
     e.site = slot.site;
     e.index = slot.index;
-    e.captured = slot.captured;
     e.instance = slot.instance;
-    // Devices are ordered by index, rows within a device by sequence number.
-    e.when = {device_order, r.v[column::kSeq]};
-    TensorRow& t = e.row;
-    t.dtype = dtype_name(slot.dtype);
-    t.shape = slot.shape;
-    t.kind = stats::value_kind(slot.dtype);
-    t.numel = slot.numel;
-    t.max = r.v[column::kMax];
-    t.min = r.v[column::kMin];
-    t.sum = r.v[column::kSum];
-    t.sumsq = r.v[column::kSumSq];
-    t.nan_count = static_cast<int64_t>(r.v[column::kNanCount]);
-    for (int k = 0; k < sketch::kProjections; ++k) t.sketch[k] = r.v[column::kSketch0 + k];
-    t.writes = static_cast<int64_t>(r.v[column::kWrites]);
-    t.md5_requested = checksums_;
-    if (r.v[column::kHashed] == 1.0) t.md5 = row_checksum(r);
-    t.slot = id;
-    if (mirrored == mirrors_.end()) continue;
-    for (const auto& [site, index] : mirrored->second) {
-      ExecutedRow copy = out->back();
-      copy.site = site;
-      copy.index = index;
-      out->push_back(std::move(copy));
-    }
+    e.captured = slot.captured;
+    e.device_order = device_order;
+    e.desc = slot.desc;
+    if (r.v[column::kWrites] > 1) out->overwritten = true;
   }
   return n;
 }
@@ -326,28 +325,139 @@ StepResult Engine::finish_step(bool collect) {
   std::lock_guard<std::mutex> lock(mu_);
   StepResult result;
   if (collect) {
+    // Every buffer filled here is one that an earlier step used: no large
+    // allocation on the caller's thread (take_step_buffers says why).
+    result.step = take_step_buffers();
+    StepRows& step = result.step;
     double device_order = 0;
-    for (auto& kv : tables_)
-      append_rows(&result.step.rows, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
-    std::vector<int64_t> sites;
-    sites.reserve(result.step.rows.size());
-    for (const ExecutedRow& e : result.step.rows) sites.push_back(e.site);
-    result.step.table = registry_.snapshot(sites);
+    for (auto& kv : tables_) {
+      kv.second.rows->fetch_into(fetched_);
+      if (step.rows.capacity() < step.rows.size() + fetched_.size())
+        step.rows.reserve(step.rows.size() + fetched_.size());
+      step.records += append_rows(&step, fetched_, kv.second.row_slot, device_order++);
+    }
+    step.mirrors = mirrors_;
+    step.md5_requested = checksums_;
+    // The call table as the rows need it (a mirror's site included).
+    step_sites_.clear();
+    for (const StepRow& e : step.rows) {
+      step_sites_.push_back(e.site);
+      if (const auto* mirrored = mirrors_of(e.site, e.index))
+        for (const auto& m : *mirrored) step_sites_.push_back(m.first);
+    }
+    registry_.snapshot_into(step_sites_, step.table);
   }
   result.dropped = dropped_;
   dropped_ = 0;
   ++epoch_;
-  eager_seen_.clear();
+  // Zeroed in place, not cleared: the same probes run next step, and their
+  // nodes would be freed here and made again by the next forward.
+  for (auto& kv : eager_seen_) kv.second = 0;
   registry_.end_step();
   for (auto& kv : tables_) kv.second.rows->set_epoch(epoch_);
   return result;
+}
+
+size_t StepRows::bytes() const {
+  return sizeof(StepRows) + rows.capacity() * sizeof(StepRow) +
+         static_cast<size_t>(records) * (sizeof(ExecutedRow) + 4 * sizeof(int64_t)) + table.copy_bytes();
+}
+
+std::vector<ExecutedRow> StepRows::executed_rows() const {
+  std::vector<ExecutedRow> out;
+  out.reserve(static_cast<size_t>(records));
+  for (const StepRow& s : rows) {
+    const Row& r = s.row;
+    const SlotDesc& d = *s.desc;
+    ExecutedRow& e = out.emplace_back();
+    e.site = s.site;
+    e.index = s.index;
+    e.captured = s.captured;
+    e.instance = s.instance;
+    // Devices are ordered by index, rows within a device by sequence number.
+    e.when = {s.device_order, r.v[column::kSeq]};
+    TensorRow& t = e.row;
+    t.dtype = dtype_name(d.dtype);
+    t.shape = d.shape;
+    t.kind = stats::value_kind(d.dtype);
+    t.numel = d.numel;
+    t.max = r.v[column::kMax];
+    t.min = r.v[column::kMin];
+    t.sum = r.v[column::kSum];
+    t.sumsq = r.v[column::kSumSq];
+    t.nan_count = static_cast<int64_t>(r.v[column::kNanCount]);
+    for (int k = 0; k < sketch::kProjections; ++k) t.sketch[k] = r.v[column::kSketch0 + k];
+    t.writes = static_cast<int64_t>(r.v[column::kWrites]);
+    t.md5_requested = md5_requested;
+    if (r.v[column::kHashed] == 1.0) t.md5 = row_checksum(r);
+    t.slot = s.slot;
+    if (mirrors == nullptr || mirrors->empty()) continue;
+    const auto mirrored = mirrors->find(probe_key(s.site, s.index));
+    if (mirrored == mirrors->end()) continue;
+    for (const auto& [site, index] : mirrored->second) {
+      ExecutedRow copy = out.back();
+      copy.site = site;
+      copy.index = index;
+      out.push_back(std::move(copy));
+    }
+  }
+  return out;
+}
+
+std::vector<CallRecord> StepRows::name_calls() && {
+  std::vector<CallRecord> calls = assemble_calls(table, executed_rows());
+  give_back_step_buffers(std::move(*this));
+  return calls;
+}
+
+namespace {
+
+struct StepBufferPool {
+  static constexpr size_t kKept = 4;
+  std::mutex mu;
+  std::vector<StepRows> kept;
+};
+
+StepBufferPool& step_buffer_pool() {
+  static auto* pool = new StepBufferPool();  // leaked: the writer may give back at exit
+  return *pool;
+}
+
+}  // namespace
+
+StepRows take_step_buffers() {
+  StepBufferPool& pool = step_buffer_pool();
+  const std::lock_guard<std::mutex> lock(pool.mu);
+  if (pool.kept.empty()) return StepRows{};
+  StepRows out = std::move(pool.kept.back());
+  pool.kept.pop_back();
+  return out;
+}
+
+void give_back_step_buffers(StepRows&& used) {
+  if (used.rows.capacity() == 0) return;  // never filled (or already given back): nothing to keep
+  // Emptied here, on the writer thread: the slots' descriptions, mirrors and
+  // layouts it referenced are released; the memory of its vectors (and of
+  // its calls' entry strings, CallRegistry::snapshot_into) is what is kept.
+  used.rows.clear();
+  used.mirrors.reset();
+  used.records = 0;
+  used.overwritten = false;
+  used.md5_requested = false;
+  used.table.release_layouts();
+  StepBufferPool& pool = step_buffer_pool();
+  const std::lock_guard<std::mutex> lock(pool.mu);
+  if (pool.kept.size() < StepBufferPool::kKept) pool.kept.push_back(std::move(used));
 }
 
 int64_t Engine::pending_records() {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t n = 0;
   double device_order = 0;
-  for (auto& kv : tables_) n += append_rows(nullptr, kv.second.rows->fetch(), kv.second.row_slot, device_order++);
+  for (auto& kv : tables_) {
+    kv.second.rows->fetch_into(fetched_);
+    n += append_rows(nullptr, fetched_, kv.second.row_slot, device_order++);
+  }
   return n;
 }
 
@@ -360,7 +470,7 @@ void Engine::reset() {
   eager_slots_.clear();
   eager_seen_.clear();
   captured_seen_.clear();
-  mirrors_.clear();
+  mirrors_ = std::make_shared<const MirrorMap>();
   for (auto& kv : tables_) {
     Table& t = kv.second;
     if (t.rows->forget_rows()) t.row_slot.clear();

@@ -7,7 +7,8 @@
 // a new slot, because the captured kernels of that execution write its row
 // on every replay. Rows carry the epoch of their last write; finish_step()
 // keeps only rows written in the current epoch and hands them, with a copy
-// of the call table, to the call assembly, which names and orders the calls.
+// of the call table, to the writer thread (engine/step_rows.h), which
+// converts them and has the call assembly name and order the calls.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -26,6 +27,7 @@
 #include "engine/device_table.h"
 #include "record/row.h"
 #include "engine/slot.h"
+#include "engine/step_rows.h"
 #include "record/call_record.h"
 #include "identity/call_assembly.h"
 #include "identity/call_registry.h"
@@ -33,7 +35,7 @@
 namespace graphprobe {
 
 struct StepResult {
-  CollectedStep step;   // empty unless collected
+  StepRows step;        // empty unless collected
   int64_t dropped = 0;  // records refused since the last step (slot limit)
 };
 
@@ -93,9 +95,10 @@ class Engine {
   void set_sketches(bool on);
   static std::string staged_file(const std::string& dir, int64_t slot);
 
-  // Collects (when `collect`) the rows written in this epoch, then begins the
-  // next epoch. Synchronises each device once; the calls are named later,
-  // from the collected step (name_calls).
+  // Collects (when `collect`) the rows written in this epoch, raw, then
+  // begins the next epoch. Synchronises each device once; the rows are
+  // converted and the calls named later, on the writer thread
+  // (StepRows::name_calls).
   StepResult finish_step(bool collect);
 
   // The rows written in this epoch that finish_step() would collect, counted
@@ -137,14 +140,15 @@ class Engine {
                              c10::IntArrayRef shape, int64_t numel);
   int64_t slot_for(c10::Device device, int64_t site, int64_t index, bool capturing);
   static void refresh(Slot& s, c10::ScalarType dtype, c10::IntArrayRef shape, int64_t numel);
+  // The mirrors of (site, index), or null.
+  const std::vector<std::pair<int64_t, int64_t>>* mirrors_of(int64_t site, int64_t index) const;
   int64_t new_slot(c10::Device device, int64_t site, int64_t index, bool captured, int64_t instance);
   struct Table;
   Table& table(c10::Device device);
-  // The rows of one device written in this epoch, each as its slot's
-  // ExecutedRow (and again under each probe that mirrors it); with `out`
-  // null, only counted.
-  int64_t append_rows(std::vector<ExecutedRow>* out, const std::vector<Row>& rows,
-                      const std::vector<int64_t>& row_slot, double device_order);
+  // The rows of one device written in this epoch, raw, with their slots
+  // (each mirror counted, not copied); with `out` null, only counted.
+  int64_t append_rows(StepRows* out, const std::vector<Row>& rows, const std::vector<int64_t>& row_slot,
+                      double device_order);
 
   std::mutex mu_;
   bool active_ = false;
@@ -172,8 +176,10 @@ class Engine {
   std::unordered_map<uint64_t, std::vector<int64_t>> eager_slots_;
   std::unordered_map<uint64_t, int64_t> eager_seen_;
   std::unordered_map<uint64_t, int64_t> captured_seen_;
-  // source probe key -> the (site, index) pairs that mirror it.
-  std::unordered_map<uint64_t, std::vector<std::pair<int64_t, int64_t>>> mirrors_;
+  // source probe key -> the (site, index) pairs that mirror it. Never changed
+  // in place (record_mirror copies it): a step handed to the writer keeps
+  // the map it was collected with. Never null.
+  std::shared_ptr<const MirrorMap> mirrors_ = std::make_shared<const MirrorMap>();
   // One table per device, ordered by (type, index): CPU rows come first in a
   // step, then each accelerator's. row_slot: the slot of each row.
   struct Table {
@@ -181,6 +187,10 @@ class Engine {
     std::vector<int64_t> row_slot;
   };
   std::map<std::pair<int, int>, Table> tables_;
+  // finish_step's scratch, kept between steps so that step() allocates
+  // nothing large on the caller's thread (DeviceTable::fetch_into).
+  std::vector<Row> fetched_;
+  std::vector<int64_t> step_sites_;
 };
 
 }  // namespace graphprobe

@@ -78,13 +78,13 @@ struct StepJob {
   std::optional<std::string> out_dir;  // nullopt: only clear the staging
   std::optional<std::string> staging;
   std::string task, level;
-  CollectedStep collected;
+  StepRows collected;  // raw: converted here, off the caller's thread (step_rows.h)
   std::optional<std::vector<CallRecord>> calls;  // already named by step() (overwritten rows)
 
   void operator()() {
     const StagingCleared cleared(staging);
-    if (!out_dir) return;
-    if (!calls) calls = name_calls(std::move(collected));
+    if (!out_dir) return give_back_step_buffers(std::move(collected));
+    if (!calls) calls = std::move(collected).name_calls();
     fs::make_dirs(*out_dir);
     std::string data_dir;
     if (staging) {
@@ -115,16 +115,19 @@ StepReport finish_step_and_write(const std::optional<std::string>& out_dir, cons
   StepResult result = engine.finish_step(out_dir.has_value());
   StepReport report;
   report.dropped = result.dropped;
-  report.records = static_cast<int64_t>(result.step.rows.size());
-  const bool write = out_dir && !(result.step.rows.empty() && !write_if_empty);
-  if (!write && !staging) return report;
+  report.records = result.step.records;
+  const bool write = out_dir && !(result.step.records == 0 && !write_if_empty);
+  if (!write && !staging) {
+    give_back_step_buffers(std::move(result.step));
+    return report;
+  }
   StepJob step{write ? out_dir : std::nullopt, staging, task, level, std::move(result.step), std::nullopt};
   writer::WriteJob job;
   if (write) {
     // Replays that overwrote rows are warned about by this step(), with the
     // calls' names, so those calls are named here; otherwise the writer does.
-    if (step.collected.overwritten()) {
-      step.calls = name_calls(std::move(step.collected));
+    if (step.collected.overwritten) {
+      step.calls = std::move(step.collected).name_calls();
       report.overwritten = summarize(*step.calls).overwritten;
     }
     job.file = *out_dir + "/dump.json";

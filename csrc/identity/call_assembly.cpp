@@ -196,18 +196,4 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
   return calls;
 }
 
-bool CollectedStep::overwritten() const {
-  for (const ExecutedRow& r : rows)
-    if (r.row.writes > 1) return true;
-  return false;
-}
-
-size_t CollectedStep::bytes() const {
-  size_t n = sizeof(CollectedStep) + rows.capacity() * sizeof(ExecutedRow);
-  for (const ExecutedRow& r : rows) n += r.row.shape.capacity() * sizeof(int64_t);
-  return n + table.copy_bytes();
-}
-
-std::vector<CallRecord> name_calls(CollectedStep step) { return assemble_calls(step.table, std::move(step.rows)); }
-
 }  // namespace graphprobe

@@ -41,24 +41,4 @@ struct ExecutedRow {
 // Rows whose site the table does not hold (or does not describe) are left out.
 std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<ExecutedRow> rows);
 
-// One step's rows as the engine collected them, with a copy of the part of
-// the call table they need (CallRegistry::snapshot, a reference count per
-// site). step() collects them on the caller's thread; naming them
-// (name_calls) is most of a step's host work and runs on the writer thread,
-// off the training loop.
-struct CollectedStep {
-  std::vector<ExecutedRow> rows;
-  CallTable table;  // as it stood when the step ended
-
-  // Whether a row was written more than once since the last step (several
-  // replays per step): step() then names the calls itself, to warn with
-  // their names at once.
-  bool overwritten() const;
-  // Host memory held until the writer has named the calls.
-  size_t bytes() const;
-};
-
-// The step's calls in program order: assemble_calls over its own table.
-std::vector<CallRecord> name_calls(CollectedStep step);
-
 }  // namespace graphprobe

@@ -24,7 +24,15 @@ size_t CallTable::copy_bytes() const {
 
 CallTable CallRegistry::snapshot(const std::vector<int64_t>& sites) const {
   CallTable out;
+  snapshot_into(sites, out);
+  return out;
+}
+
+void CallRegistry::snapshot_into(const std::vector<int64_t>& sites, CallTable& out) const {
   out.step_ = step_;
+  out.site_base_ = 0;
+  out.call_base_ = 0;
+  out.sites_.clear();  // releases the layouts it held; its memory stays
   int64_t lo = INT64_MAX, hi = -1, call_lo = INT64_MAX, call_hi = -1;
   auto cover = [&](int64_t id) {
     if (site(id) == nullptr) return;
@@ -48,9 +56,11 @@ CallTable CallRegistry::snapshot(const std::vector<int64_t>& sites) const {
   }
   if (call_hi >= call_lo) {
     out.call_base_ = call_lo;
+    // Assigned over the old elements: their strings keep their memory.
     out.calls_.assign(calls_.begin() + (call_lo - call_base_), calls_.begin() + (call_hi - call_base_ + 1));
+  } else {
+    out.calls_.clear();
   }
-  return out;
 }
 
 int64_t CallRegistry::new_call(const std::string& entry, bool is_static) {
@@ -139,8 +149,11 @@ int64_t CallRegistry::close(PartLayout layout, InsertMode mode, int64_t program)
 
 void CallRegistry::end_step() {
   ++step_;
-  open_.clear();
-  eager_used_.clear();
+  // Emptied in place rather than cleared: the keys come back next step, and
+  // freeing and remaking their nodes (and strings) cost step() and the next
+  // forward a few hundred allocator calls (issue 39).
+  for (auto& kv : open_) kv.second.clear();
+  for (auto& kv : eager_used_) kv.second = 0;
 }
 
 void CallRegistry::clear() {

@@ -81,6 +81,9 @@ class CallTable {
   bool is_current(const Site& s) const { return s.is_static || s.step == step_; }
   // Host memory a copy holds of its own (the layouts are shared).
   size_t copy_bytes() const;
+  // Drops the sites (and with them the layouts they share), keeping the
+  // memory of both vectors for the next snapshot_into (engine/step_rows.h).
+  void release_layouts() { sites_.clear(); }
 
  protected:
   friend class CallRegistry;  // builds partial copies (snapshot)
@@ -117,6 +120,9 @@ class CallRegistry : public CallTable {
   // before or after, are left out: the caller's thread copies only what
   // this step needs.
   CallTable snapshot(const std::vector<int64_t>& sites) const;
+  // The same into `out`, reusing its vectors (and, where the same calls
+  // come back, their entries' strings): step() allocates nothing there.
+  void snapshot_into(const std::vector<int64_t>& sites, CallTable& out) const;
 
  private:
   int64_t new_call(const std::string& entry, bool is_static);

@@ -2,6 +2,8 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <sys/stat.h>
+
 #include "engine/engine.h"
 #include "engine/step_output.h"
 #include "python/bindings.h"
@@ -134,6 +136,32 @@ void bind_engine(py::module_& m) {
       "writes out_dir/dump.json (unless out_dir is None, or nothing was recorded and write_if_empty is false). "
       "Returns at once with write_seq, the writer job to wait for (writer_wait); its failures are reported by "
       "writer_take_errors.");
+  m.def(
+      "step_end",
+      [](const std::optional<std::string>& out_dir, const std::string& task, const std::string& level,
+         bool write_if_empty, const std::optional<std::string>& stat_path) {
+        StepReport r;
+        std::optional<int64_t> mtime_ns;
+        {
+          py::gil_scoped_release nogil;
+          r = finish_step_and_write(out_dir, task, level, write_if_empty);
+          // The config file's mtime for the live switch (dump_enable), read
+          // here rather than by os.stat: one call less on the caller's
+          // thread, and no stat_result object (issue 39).
+          struct stat st {};
+          if (stat_path && ::stat(stat_path->c_str(), &st) == 0)
+            mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        }
+        // A tuple, not finish_step's dict: fewer objects made per step.
+        py::object overwritten = py::none();
+        if (!r.overwritten.empty()) overwritten = py::cast(r.overwritten);
+        return py::make_tuple(r.write_seq, r.written, r.records, r.dropped, overwritten,
+                              mtime_ns ? py::object(py::int_(*mtime_ns)) : py::object(py::none()));
+      },
+      py::arg("out_dir"), py::arg("task"), py::arg("level"), py::arg("write_if_empty"), py::arg("stat_path"),
+      "finish_step for AclGraphDumper.step(), then the mtime of stat_path in nanoseconds (os.stat's "
+      "st_mtime_ns; None when stat_path is None or cannot be read). Returns (write_seq, written, records, "
+      "dropped, overwritten or None, mtime_ns).");
   m.def(
       "pending_records",
       [] {

@@ -1,5 +1,9 @@
 #include <pybind11/pybind11.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
 #include "format/pt_archive.h"
 #include "python/bindings.h"
 #include "runtime/devices_used.h"
@@ -8,6 +12,29 @@
 namespace py = pybind11;
 
 namespace graphprobe::python {
+namespace {
+
+// Tests only: a job that holds the writer thread until released, so that
+// steps queue up behind it whatever the machine's speed (tests/
+// test_step_async.py: step N's rows are still unconverted while step N+1's
+// forward records). It gives up after two minutes, so that a failed test
+// cannot hang the process.
+struct TestHold {
+  std::mutex mu;
+  std::condition_variable cv;
+  // Holds are numbered: a hold queued right after a release must not keep
+  // the released job waiting (one flag would be set again before that job
+  // wakes up).
+  int64_t holds = 0;
+  int64_t released = 0;  // every hold up to this number may end
+};
+
+TestHold& test_hold() {
+  static auto* hold = new TestHold();  // leaked: the writer may still wait on it at exit
+  return *hold;
+}
+
+}  // namespace
 
 // The asynchronous writer (acl_save). Every call that can wait releases the
 // GIL: the writer thread never takes it, but other Python threads should run.
@@ -45,6 +72,47 @@ void bind_writer(py::module_& m) {
       py::arg("prefix"), py::arg("after_seq"),
       "Drops queued file writes after job `after_seq` whose file starts with `prefix` (exit with a tensor-task "
       "step never finished); returns how many.");
+  m.def(
+      "writer_wait_errors",
+      [](int64_t seq) {
+        py::gil_scoped_release nogil;
+        if (seq >= 0) Writer::get().wait_for(seq);
+        return Writer::get().take_errors();
+      },
+      py::arg("seq"),
+      "writer_wait(seq) (when seq >= 0), then writer_take_errors(), in one call: step() makes as few calls as "
+      "it can (issue 39).");
+  m.def(
+      "_writer_test_hold",
+      [] {
+        TestHold& hold = test_hold();
+        int64_t ticket = 0;
+        {
+          const std::lock_guard<std::mutex> lock(hold.mu);
+          ticket = ++hold.holds;
+        }
+        writer::WriteJob job;
+        job.file = "<test hold>";
+        job.action = [&hold, ticket] {
+          std::unique_lock<std::mutex> lock(hold.mu);
+          hold.cv.wait_for(lock, std::chrono::minutes(2), [&hold, ticket] { return hold.released >= ticket; });
+        };
+        Writer& w = Writer::get();
+        writer::Reservation r = w.reserve(0, writer::Producer::kHost, /*device_pending=*/false);
+        return w.submit(std::move(r), std::move(job));
+      },
+      "Tests only: queues a job that holds the writer thread until _writer_test_release(); returns its number.");
+  m.def(
+      "_writer_test_release",
+      [] {
+        TestHold& hold = test_hold();
+        {
+          const std::lock_guard<std::mutex> lock(hold.mu);
+          hold.released = hold.holds;
+        }
+        hold.cv.notify_all();
+      },
+      "Tests only: lets every job of _writer_test_hold() queued so far end.");
   m.def(
       "writer_take_errors", [] { return Writer::get().take_errors(); },
       "The failures since the last report (without waiting); an empty string when none.");

@@ -198,6 +198,8 @@ class AclGraphDumper:
         self._step_prefix: str | None = None
         self._rank_leaf: tuple[int, str] | None = None
         self._pid_leaf: tuple[int, str] | None = None
+        # The config file whose mtime step() reads for dump_enable (None: a dict or keywords); set by start().
+        self._stat_path: str | None = None
 
     @property
     def step_number(self) -> int:
@@ -250,6 +252,8 @@ class AclGraphDumper:
         # Absolute from here on: a later os.chdir() must not move the dump.
         self.config = dataclasses.replace(self.config, dump_path=prepare_dump_path(self.config.dump_path))
         self._step_prefix = None
+        source = self.config.source
+        self._stat_path = None if source is None or source.startswith("<") else os.fspath(source)
         remove_stale_staging(self.config.dump_path)
         _warn_used_dump_path(self.config.dump_path)
         wired = _Wired(self, model)
@@ -308,29 +312,34 @@ class AclGraphDumper:
         step that records nothing while recording is on warns once, with the
         likely cause.
         """
-        if not self._started_once:
-            raise DumperStateError(
-                "AclGraphDumper.step was called before start(model): nothing is wired, so nothing was recorded; "
-                "call dumper.start(model) before torch.compile / graph capture and the first iteration"
-            )
-        if not isinstance(dump, bool):
-            raise TypeError(f"AclGraphDumper.step: dump must be a bool, got {dump!r} ({type(dump).__name__})")
-        if not self._active:
+        # Issue 39: step() on the caller's thread <= 0.1 ms. Right after a forward, most of what step()
+        # costs is the memory it touches for the first time since (a few microseconds per Python call
+        # or C++ call, not per row), so this path makes as few calls and objects as it can: one
+        # check for the usual case, two calls into the engine, a tuple back.
+        if not self._active or (dump is not True and dump is not False):
+            self._check_step_call(dump)
             return
         recording = self._enabled
+        config = self.config
         # Named once per step: the replay and the dump use the same folder.
         step_dir = self._step_dir() if dump else None
         wired = self._wired
         if wired is not None:
             # Parameter gradients as the optimizer sees them (wiring/backward.py), then "replay": this
             # step's kept calls re-run, replay.json written (graphprobe.replay). Both are looked for
-            # only where start() wired them (issue 39: step() on the caller's thread <= 0.1 ms).
+            # only where start() wired them.
             if wired.param_recorders:
                 record_parameter_grads(wired.wiring, dump and recording)
-            if self.config.replay is not None:
-                replay_at_step(wired.wiring, self.config.replay, step_dir)
+            if config.replay is not None:
+                replay_at_step(wired.wiring, config.replay, step_dir)
+        # The config file's mtime for dump_enable is read by the same call, after the step ended (as
+        # _reload_switch read it); with the aclgraph layout only after its files are made, below.
+        aclgraph = self._aclgraph_calls is not None
+        stat_path = None if aclgraph else self._stat_path
+        errors = ""
         if step_dir is None:
-            summary = _C.finish_step(None, self.config.task, self.config.level)
+            write_seq, written, records, dropped, overwritten, mtime = _C.step_end(
+                None, config.task, config.level, True, stat_path)
         else:
             # A step that recorded nothing writes no folder (an empty dump.json
             # per step would fill the disk with nothing when step() runs
@@ -340,27 +349,43 @@ class AclGraphDumper:
             # The previous step's files had a whole iteration to reach the
             # disk. Its failures are taken before this step's job is queued,
             # so they are raised here, and this step's by the next call.
-            errors = self._wait_and_take_errors(self._write_seq())
+            errors = _C.writer_wait_errors(wired.write_seq if wired is not None else -1)
             try:
-                summary = _C.finish_step(step_dir, self.config.task, self.config.level, False)
+                write_seq, written, records, dropped, overwritten, mtime = _C.step_end(
+                    step_dir, config.task, config.level, False, stat_path)
             except Exception as exc:
                 if errors:  # both are reported
                     raise DumpWriteError(errors) from exc
                 raise
-            if self._aclgraph_calls is not None and summary.get("written"):
-                errors = "\n".join(filter(None, [errors, self._file_aclgraph_layout(step_dir, summary["write_seq"])]))
+            if aclgraph and written:
+                errors = "\n".join(filter(None, [errors, self._file_aclgraph_layout(step_dir, write_seq)]))
+        if aclgraph:
+            mtime = self._mtime()
         switched_off, self._switched_off = self._switched_off, not self._enabled
-        if summary["write_seq"] >= 0 and self._wired is not None:
+        if write_seq >= 0 and self._wired is not None:
             # The writer runs step jobs in order: the latest covers the earlier.
-            self._wired.write_seq = summary["write_seq"]
-        self._reload_switch()
-        self._report(summary)
+            self._wired.write_seq = write_seq
+        if mtime is not None and mtime != self._config_mtime:
+            self._reload_switch(mtime)
+        if dropped or overwritten:
+            self._report(dropped, overwritten or [])
         if not dump:
             return
-        if recording:
-            self._warn_if_nothing_recorded(summary, switched_off)
+        if recording and not records and not self._warned_empty:
+            self._warn_if_nothing_recorded(records, switched_off)
         if errors:
             raise DumpWriteError(errors)
+
+    def _check_step_call(self, dump: object) -> None:
+        """step()'s checks, in their order, for a call that does nothing
+        or raises: before start(), a non-bool ``dump``, after stop()."""
+        if not self._started_once:
+            raise DumperStateError(
+                "AclGraphDumper.step was called before start(model): nothing is wired, so nothing was recorded; "
+                "call dumper.start(model) before torch.compile / graph capture and the first iteration"
+            )
+        if not isinstance(dump, bool):
+            raise TypeError(f"AclGraphDumper.step: dump must be a bool, got {dump!r} ({type(dump).__name__})")
 
     def _file_aclgraph_layout(self, step_dir: str, seq: int) -> str:
         """``tensor.layout: "aclgraph"``: waits for this step's files (as
@@ -403,12 +428,10 @@ class AclGraphDumper:
         except OSError:
             return None
 
-    def _reload_switch(self) -> None:
+    def _reload_switch(self, mtime: int) -> None:
         """msprobe's ``dump_enable``: an edit of the config file between steps
-        flips the switch. Only that key is re-read; the rest needs a restart."""
-        mtime = self._mtime()
-        if mtime is None or mtime == self._config_mtime:
-            return
+        flips the switch (step() saw the file's ``mtime`` change). Only that
+        key is re-read; the rest needs a restart."""
         self._config_mtime = mtime
         try:
             fresh = load_config(self.config.source)
@@ -485,8 +508,7 @@ class AclGraphDumper:
             self._step_prefix = os.path.join(self.config.dump_path, "step")
         return f"{self._step_prefix}{self._step}{os.sep}{leaf}"
 
-    def _report(self, summary: dict[str, Any]) -> None:
-        dropped = summary.get("dropped", 0)
+    def _report(self, dropped: int, overwritten: list[str]) -> None:
         if dropped:
             warnings.warn(
                 f"graphprobe: {dropped} records were dropped since the last step because the record table "
@@ -494,7 +516,6 @@ class AclGraphDumper:
                 RuntimeWarning,
                 stacklevel=3,
             )
-        overwritten = summary.get("overwritten") or []
         if overwritten:
             shown = ", ".join(overwritten[:5]) + (" ..." if len(overwritten) > 5 else "")
             warnings.warn(
@@ -504,11 +525,11 @@ class AclGraphDumper:
                 stacklevel=3,
             )
 
-    def _warn_if_nothing_recorded(self, summary: dict[str, Any], switched_off: bool) -> None:
+    def _warn_if_nothing_recorded(self, records: int, switched_off: bool) -> None:
         """The first step that recorded nothing while recording was on warns
         once, naming the cause it has evidence for, or else every candidate."""
         wired = self._wired
-        if self._warned_empty or summary.get("records", 0) or wired is None or not wired.wiring:
+        if self._warned_empty or records or wired is None or not wired.wiring:
             return
         self._warned_empty = True
         head = (f"graphprobe: step {self._step - 1} recorded nothing although the model is wired and recording is "
