@@ -1049,3 +1049,21 @@ def test_the_origin_alone_is_recorded_for_its_kernels(tmp_path):
                  select=item)
     cfg = json.loads((tmp_path / "runs" / "kernels.json").read_text())
     assert cfg["statistics"]["list"] == ["layers.1.Block"]
+
+
+# ----------------------------------------------------------------------------- issue #37: held-out acceptance
+
+@pytest.mark.slow
+@gated
+@pytest.mark.parametrize("case", ["a", "b", "c", "d", "e", "f"])
+def test_heldout_acceptance(tmp_path, case):
+    # scripts/diagnose_heldout.py's cases on transformers models no other test uses (Phi-3 with its default cache,
+    # OLMoE, StableLM training, BLOOM, Falcon); 30-230 s each, benchmarks/results/diagnose_cost.md has the last run.
+    pytest.importorskip("transformers")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("diagnose_heldout", REPO / "scripts" / "diagnose_heldout.py")
+    heldout = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(heldout)
+    result = heldout.run(case, tmp_path, 900, REPO / "src")
+    assert result["pass"], (result["failures"], result["error"], result["conclusion"])
