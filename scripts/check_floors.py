@@ -67,6 +67,7 @@ PY_FLOORS: dict[str, int] = {
     "graphprobe._text": 0,
     "graphprobe._cli_types": 0,
     "graphprobe.output_files": 0,
+    "graphprobe.install_hint": 0,
     # 1: configuration, dump folders, module-name checks, compile caches, the NPU runtime's
     # registration (it loads graphprobe._C_npu).
     "graphprobe.config": 1,
