@@ -20,7 +20,9 @@ namespace graphprobe {
 
 namespace {
 
-// A new slot's description until its first execution describes it.
+// A new slot's description until its first execution describes it. Never
+// destroyed (a function-local leak, like c10's registries): a step still
+// queued on the writer thread at interpreter exit may hold it.
 const std::shared_ptr<const SlotDesc>& undescribed() {
   static const auto* none = new std::shared_ptr<const SlotDesc>(std::make_shared<const SlotDesc>());
   return *none;
