@@ -5,7 +5,7 @@ fp32 at L0 and bf16 at mix, judged as the matrix's clean pairs are
 
     .venv/bin/python scripts/heldout_clean_training.py phi3,stablelm,falcon,bloom,olmoe [OUT]
 
-First run (2026-12-02, torch 2.13.0 CPU, at 12a84a3): 11 of 18 pairs silent.
+First run (2026-12-02, torch 2.13.0 CPU, at 8323981): 11 of 18 pairs silent.
 False alarms: phi3 bf16 mix (steps 0 and 1: Tensor.to.13.backward, Torch.matmul.2.forward),
 stablelm bf16 mix (step 1: Torch.matmul.3.forward), falcon fp32 L0 (step 0:
 query_key_value's backward, Sketch 0.8 %), olmoe fp32 L0 (step 0: a decoder layer's
