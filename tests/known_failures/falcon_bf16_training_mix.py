@@ -10,7 +10,15 @@ L1/bfloat16 and L1/float16 -> glibc aborts (``corrupted size vs. prev_size``,
 ``double free or corruption``, ``corrupted double-linked list``). The same
 step runs without graphprobe, with L0, with float32 at mix, with
 ``aot_eager``, and without backward (no_grad). Not the shared-probes lowering
-(it fails with ``shared_probes.install`` disabled). Not collected by pytest (a
+(it fails with ``shared_probes.install`` disabled). At L1 the API probes of
+``mul`` and ``cat`` together reproduce it (``statistics.list: ["mul", "cat"]``:
+Falcon's rotary embedding, ``q * cos + cat(-q2, q1) * sin``; the failing
+inductor kernel fuses its backward: ``cpp_fused__to_copy_add_arange_bmm_cat_cos_
+expand_index_put_mul_..._slice_backward``); either alone, ``to``, ``matmul``,
+``linear``/``dropout``/``softmax`` alone do not; float32 with the same list
+runs. graphprobe's CPU statistics kernel only reads its input (stats_cpu.cpp),
+so the bad write is in inductor's code for the graph the probes make: not
+found yet. Not collected by pytest (a
 crash would take the session down); run it by hand. Exit 0 when the step runs.
 """
 import os
