@@ -190,6 +190,9 @@ class AclGraphDumper:
         self._step = 0
         self._failed_records_base = 0
         self._enabled = self.config.dump_enable
+        # The config file whose mtime step() reads for dump_enable (None: a dict or keywords).
+        source = self.config.source
+        self._stat_path: str | None = None if source is None or source.startswith("<") else os.fspath(source)
         self._config_mtime = self._mtime()
         self._warned_empty = False  # the "step recorded nothing" warning is given once
         self._switched_off = False  # the switch was off at some point since the last step()
@@ -198,8 +201,6 @@ class AclGraphDumper:
         self._step_prefix: str | None = None
         self._rank_leaf: tuple[int, str] | None = None
         self._pid_leaf: tuple[int, str] | None = None
-        # The config file whose mtime step() reads for dump_enable (None: a dict or keywords); set by start().
-        self._stat_path: str | None = None
 
     @property
     def step_number(self) -> int:
@@ -252,8 +253,6 @@ class AclGraphDumper:
         # Absolute from here on: a later os.chdir() must not move the dump.
         self.config = dataclasses.replace(self.config, dump_path=prepare_dump_path(self.config.dump_path))
         self._step_prefix = None
-        source = self.config.source
-        self._stat_path = None if source is None or source.startswith("<") else os.fspath(source)
         remove_stale_staging(self.config.dump_path)
         _warn_used_dump_path(self.config.dump_path)
         wired = _Wired(self, model)
@@ -420,11 +419,10 @@ class AclGraphDumper:
         return self._enabled
 
     def _mtime(self) -> int | None:
-        source = self.config.source
-        if source is None or source.startswith("<"):
+        if self._stat_path is None:
             return None
         try:
-            return os.stat(source).st_mtime_ns
+            return os.stat(self._stat_path).st_mtime_ns
         except OSError:
             return None
 
@@ -449,20 +447,14 @@ class AclGraphDumper:
         files that could not be moved to their record names."""
         return _C.writer_stats()["failed_records"] - self._failed_records_base
 
-    @staticmethod
-    def _wait_and_take_errors(seq: int) -> str:
-        """Waits for writer job ``seq`` (and so for every step before it);
-        returns the failures not yet reported, empty when none."""
-        if seq >= 0:
-            _C.writer_wait(seq)
-        return _C.writer_take_errors()
-
     def _write_seq(self) -> int:
         """The writer job of the latest step; -1 before the first."""
         return self._wired.write_seq if self._wired is not None else -1
 
     def _check_writes(self, seq: int) -> None:
-        errors = self._wait_and_take_errors(seq)
+        """Waits for writer job ``seq`` (and so for every step before it;
+        none when -1); raises the failures not yet reported."""
+        errors = _C.writer_wait_errors(seq)
         if errors:
             raise DumpWriteError(errors)
 
