@@ -13,6 +13,7 @@ import glob
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -331,6 +332,78 @@ def test_compiled_backward_records_as_eager(write_config, tmp_path, level):
                 for part in ("input", "output"):
                     for i, (g, w) in enumerate(zip(compiled[name][part], eager[name][part])):
                         assert_stats_close(g, w, 1e-5, f"{name}.{part}.{i}")
+
+
+class _Experts(nn.Module):
+    """An MoE layer that routes with data (a graph break per expert): each
+    expert is called from code that runs eagerly between graphs, so its
+    hooks are frames that dynamo compiles one by one."""
+
+    def __init__(self, n: int = 12, d: int = 8) -> None:
+        super().__init__()
+        self.gate = nn.Linear(d, n)
+        self.experts = nn.ModuleList(nn.Linear(d, d) for _ in range(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        chosen = self.gate(x).argmax(-1)
+        out = torch.zeros_like(x)
+        for i, expert in enumerate(self.experts):
+            rows = (chosen == i).nonzero().squeeze(1)
+            if rows.numel():
+                out = out.index_add(0, rows, expert(x[rows]))
+        return out
+
+
+class _MoENet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.moe = _Experts()
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        return self.head(self.moe(h) + h)
+
+
+def test_compiled_moe_with_more_experts_than_dynamos_recompile_limit_records_each_backward_once(
+        write_config, tmp_path):
+    """More expert modules than ``torch._dynamo.config.recompile_limit`` (8):
+    hooks sharing one code object ran uncompiled past the 8th expert, and
+    the backward records came out twice or under the wrong call
+    (wiring/own_code.py)."""
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(3))
+    torch.manual_seed(0)
+    reference = _MoENet()
+    grads = _module_grads(reference)
+    reference(x).sum().backward()
+    called = [k for k, v in grads.items() if v["input"]]
+    assert sum(".experts." in k for k in called) > torch._dynamo.config.recompile_limit
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _MoENet()
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    try:
+        torch.compile(model, backend="aot_eager")(x).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+        torch._dynamo.reset()
+    graphprobe.flush()
+    (path,) = glob.glob(str(tmp_path / "dump" / "step0" / "*" / "dump.json"))
+    text = Path(path).read_text()
+    written = [k for k in re.findall(r'^\s*"(Module\.[^"]+)": \{', text, re.M) if ".backward." in k]
+    assert len(written) == len(set(written)), f"backward entries written twice: {written}"
+    data = json.loads(text)["data"]
+    assert sorted(k for k in data if ".backward." in k) == sorted(called)
+    for name in called:
+        for part in ("input", "output"):
+            want, got = grads[name][part], data[name][part]
+            assert len(got) == len(want), f"{name}.{part}: {len(got)} records, {len(want)} gradients"
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert_stats_close(g, stats64(w), 1e-5, f"{name}.{part}.{i}")
 
 
 # --- the transformers Llama, against msprobe (each run in a child process) ---

@@ -50,6 +50,7 @@ from graphprobe.replay.capture import set_recording as set_replay_recording
 from graphprobe.replay.judge import replay_at_step
 from graphprobe.wiring import api_backward as _api_backward
 from graphprobe.wiring import custom_api as _custom_api
+from graphprobe.wiring import inductor_fixes as _inductor_fixes
 from graphprobe.wiring import slicing as _slicing
 from graphprobe.wiring.apis import ApiWiring
 from graphprobe.wiring.backward import record_parameter_grads
@@ -224,6 +225,7 @@ class AclGraphDumper:
         """
         model = _unwrap_compiled(model)
         _npu.ensure_runtime()  # torch_npu may have been imported after graphprobe
+        _inductor_fixes.install()  # inductor bugs the probes' fusion can reach (wiring/inductor_fixes.py)
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"AclGraphDumper.start: model must be a torch.nn.Module, got {type(model).__name__}")
         if self._started_once:

@@ -25,6 +25,7 @@ from torch.utils.hooks import RemovableHandle
 
 from graphprobe.wiring import backward, own_calls
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
+from graphprobe.wiring.own_code import with_own_code
 from graphprobe.wiring.symbolic import concrete_numbers
 
 __all__ = ["ModuleWiring"]
@@ -49,9 +50,11 @@ class ModuleWiring:
             self.entries.append(entry)
             selected.append((safe_text(f"Module.{path}.{cls}"), module))
             grad_entry = backward.backward_entry(entry) if grads else None
-            pre_hook = _pre_hook(entry, _keyword_order(module), grad_entry)
+            # Each module's hooks get their own code object (own_code.py).
+            pre_hook = with_own_code(_pre_hook(entry, _keyword_order(module), grad_entry))
+            post_hook = with_own_code(_post_hook(entry, grad_entry))
             self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
-            self._handles.append(module.register_forward_hook(_post_hook(entry, grad_entry), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(post_hook, with_kwargs=True))
         if grads:
             self.param_grads = backward.ParamGradRecorder(selected)
 
