@@ -100,9 +100,57 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
     carried[both(i, b)] = want;
   };
 
+  // The forward call's data inputs in order (F.linear(x, weight, bias)):
+  // the backward's output j is the gradient of input j.
+  auto forward_inputs = [&](const std::pair<size_t, size_t>& fwd) {
+    std::vector<const TensorRecord*> out;
+    for (size_t i = fwd.first; i < fwd.second; ++i)
+      if (role(i) == Role::kInput && !is_param(i)) out.push_back(matched_bench(i));
+    return out;
+  };
+  // Gradient contributions: autograd sums the gradients that a tensor's
+  // consumers send back, without a record. Per forward tensor (its bench
+  // record's fingerprint, for every consumer that took it as an input), the
+  // largest RMS of a contribution (the consumer's backward output for that
+  // input). A sum far smaller than its terms is a cancellation (the input of
+  // a final norm under a loss its scale does not change: the gradients
+  // through x and through its variance nearly cancel), judged against them.
+  std::unordered_map<std::string, double> contribution;
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const std::string& name = target.entries[target.rows[static_cast<size_t>(rows[ranges[k].first].target)].entry];
+    const auto* fwd = range_named(forward_of(name));
+    if (fwd == nullptr) continue;
+    const std::vector<const TensorRecord*> inputs = forward_inputs(*fwd);
+    size_t j = 0;
+    for (size_t i = ranges[k].first; i < ranges[k].second; ++i) {
+      if (role(i) != Role::kOutput) continue;
+      const size_t index = j++;
+      const TensorRecord* b = matched_bench(i);
+      if (b == nullptr || index >= inputs.size() || inputs[index] == nullptr || inputs[index]->shape != b->shape) continue;
+      double& best = contribution[fingerprint(*inputs[index])];
+      best = std::max(best, rms(*b));
+    }
+  }
+
   for (size_t k = 0; k < ranges.size(); ++k) {
     const auto [begin, end] = ranges[k];
     const std::string& name = target.entries[target.rows[static_cast<size_t>(rows[begin].target)].entry];
+    if (const auto* fwd = range_named(forward_of(name)); fwd != nullptr && !contribution.empty()) {
+      // The backward's input j is the gradient of the forward call's output j.
+      std::vector<const TensorRecord*> outputs;
+      for (size_t i = fwd->first; i < fwd->second; ++i)
+        if (role(i) == Role::kOutput) outputs.push_back(matched_bench(i));
+      size_t j = 0;
+      for (size_t i = begin; i < end; ++i) {
+        if (role(i) != Role::kInput || is_param(i)) continue;
+        const size_t index = j++;
+        const TensorRecord* b = matched_bench(i);
+        if (b == nullptr || index >= outputs.size() || outputs[index] == nullptr || outputs[index]->shape != b->shape)
+          continue;
+        const auto it = contribution.find(fingerprint(*outputs[index]));
+        if (it != contribution.end()) give(i, *b, it->second);
+      }
+    }
     if (!carried.empty())
       for (size_t i = begin; i < end; ++i) {
         const TensorRecord* b = matched_bench(i);
@@ -123,11 +171,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
       for (size_t i = begin; i < end; ++i)
         if (const TensorRecord* b = matched_bench(i); b && role(i) == Role::kInput && !is_param(i) && rms(*b) > gradient_in)
           gradient_in = rms(*b), gradient_numel = numel(*b);
-      // The forward call's inputs in order (F.linear(x, weight, bias)): the
-      // backward's output j is the gradient of input j.
-      std::vector<const TensorRecord*> fwd_inputs;
-      for (size_t i = fwd->first; i < fwd->second; ++i)
-        if (role(i) == Role::kInput && !is_param(i)) fwd_inputs.push_back(matched_bench(i));
+      const std::vector<const TensorRecord*> fwd_inputs = forward_inputs(*fwd);
       const double x = fwd_inputs.empty() || fwd_inputs[0] == nullptr ? 0.0 : rms(*fwd_inputs[0]);
       size_t j = 0;
       for (size_t i = begin; i < end; ++i) {

@@ -25,6 +25,10 @@
 //    (T = numel(gradient) / rows of the parameter), or alone for a vector
 //    (T = numel(gradient) / numel(parameter)): a sum of T products of random
 //    sign;
+//  * a backward entry's input (the gradient of the forward call's output j),
+//    where autograd summed it from several consumers of that tensor: the
+//    largest RMS of those contributions (the consumers' backward outputs for
+//    the inputs whose bench record is that tensor's: record_fingerprint.h);
 //  * an input row whose records on both sides equal, bit for bit, those of
 //    an earlier row given an expected RMS (record_fingerprint.h: the same
 //    tensor, recorded again as the next call's input): that row's.

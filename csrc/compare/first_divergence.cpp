@@ -199,6 +199,14 @@ std::string entry_list(const Dump& target, const std::vector<uint32_t>& entries)
   return out;
 }
 
+// Whether both records hold a Sketch of finite sums.
+bool finite_sketches_of(const Sketch* t, const Sketch* b) {
+  if (t == nullptr || b == nullptr) return false;
+  for (int k = 0; k < 4; ++k)
+    if (!std::isfinite((*t)[k]) || !std::isfinite((*b)[k])) return false;
+  return true;
+}
+
 // Error e of a row whose floor is f is beyond what `reference` explains:
 // more than R x reference (what the inputs carry, propagated) plus f (the
 // rounding the entry itself may add). With reference 0 this is z > 1.
@@ -421,10 +429,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // Only residues (produced_from_rms > 0) differ from ec: kept apart, so
   // that a large compare does not hold a third ClassZ per row at its peak.
   std::unordered_map<size_t, ClassZ> own_residue;
+  auto finite_sketches = [&](const TensorRecord& t, const TensorRecord& b) {
+    return finite_sketches_of(sketch_of(target, t), sketch_of(bench, b));
+  };
   auto own = [&](size_t i) -> const ClassZ& {
     const auto it = own_residue.find(i);
     return it == own_residue.end() ? ec[i] : it->second;
   };
+  // Outputs with Sketches whose Mean/Norm-class error is their Mean's: the
+  // Norm's error alone (see the output rule in pass 2); -1 elsewhere.
+  // Allocated with the first such row (dumps without Sketches need none).
+  std::vector<float> aggregate_without_mean;
   // Integer and bool tensors (exact floor) whose dtype and shape agree: an
   // argmax or a mask (x > 0) computed from floating inputs flips with their
   // rounding, so such an output cannot be weighed against its inputs' noise.
@@ -481,6 +496,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       row.z = e.z;
       zc[i] = e.z_class;
       ec[i] = e.e_class;
+      if (t.role == Role::kOutput && e.hard.empty() && e.e_sketch && e.e[kStatMean] && *e.e[kStatMean] > 0 &&
+          *e.e[kStatMean] >= ec[i][kAggregateClass])
+      {
+        if (aggregate_without_mean.empty()) aggregate_without_mean.assign(rows.size(), -1.0f);
+        aggregate_without_mean[i] = e.e[kStatNorm] ? static_cast<float>(*e.e[kStatNorm]) : 0.0f;
+      }
       if (e.produced_from_rms > 0 && t.role == Role::kInput) {
         // A residue's own error, in whichever statistic shows it most: the
         // bulk of its elements is rounding of a larger sum (a Sketch 26 %
@@ -559,6 +580,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
     ClassZ in_own{0.0, 0.0, 0.0};  // the inputs' e at their own size (own above)
+    bool sketch_unknown = false;
     int64_t matched = 0, inputs_matched = 0, inputs_one_side = 0;
     size_t par_row = begin;
     double par_z = 0;
@@ -581,6 +603,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         in.add(ec[i], zc[i], i);
         for (int c : kClasses) in_own[c] = std::max(in_own[c], own(i)[c]);
         ++inputs_matched;
+        if (t.is_tensor && !discrete[i] && !finite_sketches(t, bench.rows[static_cast<size_t>(r.bench)]))
+          sketch_unknown = true;
       }
     }
     // Inputs recorded on one side only say nothing about what they carry:
@@ -589,6 +613,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     const bool inputs_unknown = inputs_matched == 0 && inputs_one_side > 0;
     if (inputs_unknown)
       for (int c : kClasses) in_own[c] = std::max(in_own[c], upstream[c]);
+    // A floating input without a finite Sketch on both sides (a sum that
+    // overflowed: attention scores holding a causal mask of -3.4e38) says
+    // nothing about its relative L2 error; the Sketch class weighs the
+    // outputs against everything upstream instead of "inputs that agree
+    // exactly" (an OLMoE softmax named that way, clean).
+    if (sketch_unknown) in_own[kSketchClass] = std::max(in_own[kSketchClass], upstream[kSketchClass]);
     if (matched == 0) {
       unmatched_since.push_back(entry);
       bitwise_so_far = false;
@@ -636,8 +666,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // activation's Sketch carries ~1 % of rounding and would explain away a
     // x1.01 fault's Norm (its Max moves by 1 %, inside the 1.6 % floor anyway).
     in_own[kExtremeClass] = std::max(in_own[kExtremeClass], in_own[kSketchClass]);
+    const double in_sketch = in_own[kSketchClass];
     const std::string& name = target.entries[entry];
     const bool backward = name.find(".backward") != std::string::npos;
+    // In a backward call an output element is a sum over the tokens or the
+    // features of products with the incoming gradient (a norm's gradient for
+    // its rsqrt: 32 products per element): its error relative to the RMS
+    // grows with the gradient's relative L2 error as the Sketch's does (by
+    // the sum's condition number), so the inputs' Sketch explains the
+    // outputs' Max and Min with the Sketch's R. A gradient scaled by a
+    // fault moves the Norm, which this does not touch.
+    const double extremes_from_sketch = backward ? ratio_of(kSketchClass) * in_sketch : 0.0;
     if (backward)
       in_own[kAggregateClass] = std::max(in_own[kAggregateClass], in_own[kSketchClass]);
     ClassZ from_forward{0.0, 0.0, 0.0};
@@ -666,8 +705,23 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
             continue;
           }
           if (integer_output) continue;
-          if (exceeds(ec[i][c], ratio_of(c), ref_out, fl(i, c)) && ec[i][c] > best_out)
-            best_out = ec[i][c], out_class = c, out.row[c] = i;
+          if (c == kExtremeClass && !exceeds(ec[i][c], 1.0, extremes_from_sketch, fl(i, c))) continue;
+          double judged_e = ec[i][c];
+          if (c == kAggregateClass && !aggregate_without_mean.empty() && aggregate_without_mean[i] >= 0) {
+            // The Mean is a signed sum of the elements, every sign +1: a
+            // fifth projection of the change the Sketch's four estimate
+            // (|dMean| / RMS is at most the relative L2 error). Where the
+            // inputs' Sketch explains it (with the Sketch's R), the Norm
+            // alone is judged here: a small mean that moves with its
+            // inputs' bulk (QK^T of bfloat16 activations after an
+            // optimizer step: Mean 1.7 % of the RMS from inputs whose
+            // Mean and Norm moved 0.35 %) is no cause. The Mean still
+            // explains what follows (a shifted input moves the Norm of
+            // what a ReLU makes of it).
+            if (!exceeds(judged_e, ratio_of(kSketchClass), in_sketch, fl(i, c))) judged_e = aggregate_without_mean[i];
+          }
+          if (exceeds(judged_e, ratio_of(c), ref_out, fl(i, c)) && judged_e > best_out)
+            best_out = judged_e, out_class = c, out.row[c] = i;
         } else if (!parameter(i)) {
           if (discrete[i] && discrete_output_differed) continue;
           const double ref_in = upstream[c];

@@ -94,6 +94,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from graphprobe.wiring import api_backward, backward, own_calls
+from graphprobe.wiring.dynamo_frames import run_eagerly_from_eager_code
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output
 from graphprobe.wiring.symbolic import concrete_numbers
 
@@ -390,6 +391,12 @@ class _ApiMode(TorchFunctionMode):
         if grad_entry is not None:
             return backward.wrap_output(grad_entry, out)
         return out
+
+
+
+# Torch calls made by code that runs eagerly between graphs run eagerly, with
+# eager probes (dynamo_frames.py); traced code inlines the mode as before.
+run_eagerly_from_eager_code(_ApiMode.__torch_function__)
 
 
 def _mha_fastpath() -> tuple[Callable[[], bool], Callable[[bool], None]] | None:

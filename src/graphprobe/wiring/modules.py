@@ -25,7 +25,7 @@ from torch.utils.hooks import RemovableHandle
 
 from graphprobe.wiring import backward, own_calls
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
-from graphprobe.wiring.own_code import with_own_code
+from graphprobe.wiring.dynamo_frames import with_own_code
 from graphprobe.wiring.symbolic import concrete_numbers
 
 __all__ = ["ModuleWiring"]
@@ -50,7 +50,7 @@ class ModuleWiring:
             self.entries.append(entry)
             selected.append((safe_text(f"Module.{path}.{cls}"), module))
             grad_entry = backward.backward_entry(entry) if grads else None
-            # Each module's hooks get their own code object (own_code.py).
+            # Each module's hooks get their own code object (dynamo_frames.py).
             pre_hook = with_own_code(_pre_hook(entry, _keyword_order(module), grad_entry))
             post_hook = with_own_code(_post_hook(entry, grad_entry))
             self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
