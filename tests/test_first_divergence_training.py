@@ -313,17 +313,22 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> dic
                                             [rec(out, "torch.bfloat16")])}
 
 
+def noisy_scores() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, QK^T (mean 0) and the target's q, 0.3 % apart in relative L2."""
+    q, k = X, X.roll(1, 0)
+    out = q @ k.T
+    gen = torch.Generator().manual_seed(5)
+    qt = q + 3e-3 * q.norm() / math.sqrt(q.numel()) * torch.randn(q.shape, generator=gen, dtype=torch.float64)
+    return q, k, out - out.mean(), qt
+
+
 def test_an_outputs_mean_that_moves_with_its_inputs_bulk_is_judged_as_a_projection(tmp_path: Path) -> None:
     # Inputs 0.3 % apart in relative L2 (their Mean and Norm barely move),
     # the output's Mean 1.7 % of its RMS apart: a projection of the inputs'
     # change (a fifth Sketch sum), explained by their Sketch. Before: judged
     # with the Norm against the inputs' Mean and Norm, a divergence (Phi-3
     # and StableLM bfloat16 training, step 1, QK^T).
-    q, k = X, X.roll(1, 0)
-    out = q @ k.T
-    out = out - out.mean()
-    gen = torch.Generator().manual_seed(5)
-    qt = q + 3e-3 * q.norm() / math.sqrt(q.numel()) * torch.randn(q.shape, generator=gen, dtype=torch.float64)
+    q, k, out, qt = noisy_scores()
     shifted = out + 0.017 * out.pow(2).mean().sqrt()
     o = run(tmp_path, attention_scores(qt, k, shifted), attention_scores(q, k, out))
     assert o.divergence is None, o.divergence.message
@@ -332,11 +337,7 @@ def test_an_outputs_mean_that_moves_with_its_inputs_bulk_is_judged_as_a_projecti
 def test_an_outputs_norm_fault_with_noisy_inputs_is_still_named(tmp_path: Path) -> None:
     # The same noisy inputs, the output x1.01: its Norm 1 % off, which the
     # inputs' Mean and Norm do not explain.
-    q, k = X, X.roll(1, 0)
-    out = q @ k.T
-    out = out - out.mean()
-    gen = torch.Generator().manual_seed(5)
-    qt = q + 3e-3 * q.norm() / math.sqrt(q.numel()) * torch.randn(q.shape, generator=gen, dtype=torch.float64)
+    q, k, out, qt = noisy_scores()
     o = run(tmp_path, attention_scores(qt, k, 1.01 * out), attention_scores(q, k, out))
     assert o.first_divergence == "Torch.matmul.0.forward", o.divergence and o.divergence.message
     assert "Norm" in o.divergence.message

@@ -393,7 +393,6 @@ class _ApiMode(TorchFunctionMode):
         return out
 
 
-
 # Torch calls made by code that runs eagerly between graphs run eagerly, with
 # eager probes (dynamo_frames.py); traced code inlines the mode as before.
 run_eagerly_from_eager_code(_ApiMode.__torch_function__)

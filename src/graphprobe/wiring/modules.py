@@ -24,8 +24,8 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from graphprobe.wiring import backward, own_calls
-from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
 from graphprobe.wiring.dynamo_frames import with_own_code
+from graphprobe.wiring.probe import matches, probe_inputs, probe_output, safe_text
 from graphprobe.wiring.symbolic import concrete_numbers
 
 __all__ = ["ModuleWiring"]
