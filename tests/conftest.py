@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from typing import Any, Callable
@@ -20,6 +21,16 @@ sys.path.insert(0, os.path.dirname(__file__))
 _OWN_INDUCTOR_CACHE = None
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     _OWN_INDUCTOR_CACHE = os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="graphprobe-test-inductor-")
+
+
+# A test run started in the background by a non-interactive shell (`cmd &`,
+# nohup) inherits SIGINT ignored, and every process a test starts would too
+# (an ignored disposition survives exec; Python then installs no handler):
+# the tests that interrupt a child (diagnose, the tensor task) would wait on
+# a child that cannot be interrupted. A run from a terminal has Python's
+# handler; this one gets it too, and its children SIGINT's default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_sessionfinish(session, exitstatus):

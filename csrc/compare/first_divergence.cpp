@@ -497,8 +497,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       zc[i] = e.z_class;
       ec[i] = e.e_class;
       if (t.role == Role::kOutput && e.hard.empty() && e.e_sketch && e.e[kStatMean] && *e.e[kStatMean] > 0 &&
-          *e.e[kStatMean] >= ec[i][kAggregateClass])
-      {
+          *e.e[kStatMean] >= ec[i][kAggregateClass]) {
         if (aggregate_without_mean.empty()) aggregate_without_mean.assign(rows.size(), -1.0f);
         aggregate_without_mean[i] = e.e[kStatNorm] ? static_cast<float>(*e.e[kStatNorm]) : 0.0f;
       }

@@ -143,7 +143,8 @@ def test_d13_sigint_during_the_tensor_task_removes_staging_promptly(tmp_path: Pa
     # No wall-clock bound (8 s failed on a loaded 2-core machine; tests make
     # no timing assertions): the child loops forever, so it exits only
     # because the interrupt was taken. A child that does not is killed: left
-    # running, it filled the disk of a CI run (54 GB of steps).
+    # running (SIGINT ignored, inherited from a background test run: see
+    # conftest.py), it filled the disk of a CI run (54 GB of steps).
     try:
         proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
