@@ -115,10 +115,14 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
   // input). A sum far smaller than its terms is a cancellation (the input of
   // a final norm under a loss its scale does not change: the gradients
   // through x and through its variance nearly cancel), judged against them.
+  // Each range's forward call (null for a forward call), looked up once.
+  std::vector<const std::pair<size_t, size_t>*> forward_range(ranges.size(), nullptr);
+  for (size_t k = 0; k < ranges.size(); ++k)
+    forward_range[k] =
+        range_named(forward_of(target.entries[target.rows[static_cast<size_t>(rows[ranges[k].first].target)].entry]));
   std::unordered_map<std::string, double> contribution;
   for (size_t k = 0; k < ranges.size(); ++k) {
-    const std::string& name = target.entries[target.rows[static_cast<size_t>(rows[ranges[k].first].target)].entry];
-    const auto* fwd = range_named(forward_of(name));
+    const auto* fwd = forward_range[k];
     if (fwd == nullptr) continue;
     const std::vector<const TensorRecord*> inputs = forward_inputs(*fwd);
     size_t j = 0;
@@ -135,7 +139,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
   for (size_t k = 0; k < ranges.size(); ++k) {
     const auto [begin, end] = ranges[k];
     const std::string& name = target.entries[target.rows[static_cast<size_t>(rows[begin].target)].entry];
-    if (const auto* fwd = range_named(forward_of(name)); fwd != nullptr && !contribution.empty()) {
+    if (const auto* fwd = forward_range[k]; fwd != nullptr && !contribution.empty()) {
       // The backward's input j is the gradient of the forward call's output j.
       std::vector<const TensorRecord*> outputs;
       for (size_t i = fwd->first; i < fwd->second; ++i)
@@ -158,7 +162,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
         const auto it = carried.find(both(i, *b));
         if (it != carried.end()) give(i, *b, it->second);
       }
-    if (const auto* fwd = range_named(forward_of(name))) {
+    if (const auto* fwd = forward_range[k]) {
       const size_t f = static_cast<size_t>(fwd - ranges.data());
       const double in = peak_rms(f, Role::kInput), out = peak_rms(f, Role::kOutput);
       // The gradients' own RMS, not their expected one: only a cancellation
