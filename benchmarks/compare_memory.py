@@ -179,15 +179,15 @@ def breakdown(t: Path, b: Path, out: Path) -> list[tuple[str, float]]:
     step("CSV (write_csv)", lambda: result.write_csv(str(out / "compare_result.csv")))
     step("checksum compare (none here: skipped)",
          lambda: pair_checksum_line(result, "pair", checksum_csv_path(out / "compare_result.csv", out, "p")))
-    worst, points = step("digest (worst rows, plot points, divergence)", lambda: digest_rows(result, 10))
+    worst, plot = step("digest (worst rows, plot points, divergence)", lambda: digest_rows(result, 10))
     divergence, noise, coverage, floors = step("digest: divergence", lambda: digest_divergence(result))
     listed = step("rows for the HTML page", lambda: report_rows(result, ROW_LIMIT))
     counts, n_rows = dict(result.counts), len(result)
     del result
     page = step("HTML: render", lambda: render_html(
-        title="bench", target=str(t), bench=str(b), counts=counts, first_divergence=None, points=points, rows=listed,
+        title="bench", target=str(t), bench=str(b), counts=counts, first_divergence=None, points=plot.points, rows=listed,
         total_rows=n_rows, thresholds={"warning": 10.0, "error (outputs)": 50.0}, divergence=divergence,
-        noise=noise, floors_used=floors))
+        noise=noise, floors_used=floors, entries=plot.entries))
     step("HTML: write", lambda: write_text_atomic(out / "report.html", page))
     return steps
 

@@ -61,6 +61,34 @@ def test_report_without_divergence_and_many_entries(tmp_path: Path) -> None:
     assert "5000 entries, shown as 2500 buckets" in html
 
 
+def test_report_buckets_keep_each_buckets_worst_and_the_first_divergence(tmp_path: Path) -> None:
+    # 9001 entries: buckets of 3. The one marked entry (4000, the first that
+    # differs) has a larger neighbour in its bucket and must still be shown;
+    # every other bucket shows its largest output NormRelativeErr, the first
+    # of equals (all rows pass: the errors stay below the 10 % warning).
+    n, size = 9001, 3
+    rel = [0.0] * n
+    rel[4000], rel[4001] = 1e-3, 5e-3
+    for i in range(4002, n):
+        rel[i] = ((i * 7919) % 1000) * 1e-5
+    t = write_dump(tmp_path / "t.json", {f"Module.m{i}.ReLU.forward.0": entry([tensor(2.0)], [tensor(2.0 * (1 + r))])
+                                         for i, r in enumerate(rel)})
+    b = write_dump(tmp_path / "b.json", {f"Module.m{i}.ReLU.forward.0": entry([tensor(2.0)], [tensor(2.0)])
+                                         for i in range(n)})
+    (outcome,) = compare(t, b, tmp_path / "out", progress=False).outcomes
+    assert outcome.first_divergence_index == 4000
+    expected = []
+    for start in range(0, n, size):
+        bucket = range(start, min(n, start + size))
+        expected.append(4000 if 4000 in bucket else max(bucket, key=lambda i: rel[i]))
+    html = outcome.report_path.read_text()
+    shown = [int(m) for m in re.findall(r'<circle class="pt pass"[^>]*data-entry="Module\.m(\d+)\.', html)]
+    assert shown == expected
+    assert f"{n} entries, shown as {len(expected)} buckets" in html
+    marker = re.search(r'<g id="first-divergence">.*?</g>', html, re.S)
+    assert marker and "Module.m4000.ReLU.forward.0" in marker.group(0)
+
+
 class RowsTable(HTMLParser):
     """The body rows of <table id="rows">: (hidden, result, [cell texts], [cell data-v])."""
 

@@ -36,6 +36,41 @@ std::vector<EntrySummary> entry_summaries(const CompareResult& result) {
   return out;
 }
 
+std::vector<size_t> plot_entries(const std::vector<EntrySummary>& entries, size_t max_points) {
+  const size_t n = entries.size();
+  std::vector<size_t> out;
+  if (max_points == 0 || n <= max_points) {
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) out[i] = i;
+    return out;
+  }
+  // The report's order before this moved here (report.py, Python's max with
+  // a key): NaN and inf rank alike, so the first of them wins.
+  auto key_value = [](const std::optional<double>& v) {
+    if (!v) return -1.0;
+    return std::isnan(*v) ? std::numeric_limits<double>::infinity() : *v;
+  };
+  const size_t size = (n + max_points - 1) / max_points;
+  for (size_t start = 0; start < n; start += size) {
+    const size_t end = std::min(n, start + size);
+    size_t pick = start;
+    bool marked = false;
+    for (size_t i = start; i < end && !marked; ++i) {
+      if (entries[i].first_divergence) {
+        pick = i;
+        marked = true;
+        continue;
+      }
+      const EntrySummary& a = entries[i];
+      const EntrySummary& b = entries[pick];
+      const int sa = severity(a.verdict), sb = severity(b.verdict);
+      if (sa > sb || (sa == sb && key_value(a.norm_rel_pct) > key_value(b.norm_rel_pct))) pick = i;
+    }
+    out.push_back(pick);
+  }
+  return out;
+}
+
 std::vector<size_t> worst_rows(const CompareResult& result, size_t n) {
   std::vector<size_t> idx;
   for (size_t i = 0; i < result.rows.size(); ++i)

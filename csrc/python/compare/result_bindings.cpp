@@ -226,24 +226,34 @@ void bind_result(py::module_& m) {
            "Per target entry, in execution order: (largest output NormRelativeErr or None, worst Result, "
            "is first divergence).")
       .def("entry_points",
-           [](const CompareResult& r, const py::object& make) {
-             // One object per entry made here, with the verdict strings made
-             // once: no intermediate lists of names and tuples (a large
-             // compare's digest would hold them next to the records).
+           [](const CompareResult& r, const py::object& make, size_t max_points, std::optional<long> marked) {
+             auto summaries = entry_summaries(r);
+             // The referee's entry (or none, -1) replaces the engine's mark.
+             if (marked)
+               for (size_t i = 0; i < summaries.size(); ++i)
+                 summaries[i].first_divergence = *marked >= 0 && i == static_cast<size_t>(*marked);
+             std::optional<size_t> first_marked;
+             for (size_t i = 0; i < summaries.size() && !first_marked; ++i)
+               if (summaries[i].first_divergence) first_marked = i;
+             // One object per point made here, with the verdict strings made
+             // once: no intermediate lists of names and tuples.
              std::array<py::str, kNumVerdicts> verdicts;
              for (int v = 0; v < kNumVerdicts; ++v) verdicts[v] = py::str(verdict_name(static_cast<Verdict>(v)));
-             const auto summaries = entry_summaries(r);
-             py::list out(summaries.size());
-             for (size_t i = 0; i < summaries.size(); ++i) {
+             const auto shown = plot_entries(summaries, max_points);
+             py::list out(shown.size());
+             for (size_t k = 0; k < shown.size(); ++k) {
+               const size_t i = shown[k];
                const auto& e = summaries[i];
                py::object value = e.norm_rel_pct ? py::object(py::float_(*e.norm_rel_pct)) : py::object(py::none());
-               out[i] = make(i, r.target.entries[i], value, verdicts[static_cast<size_t>(e.verdict)], e.first_divergence);
+               out[k] = make(i, r.target.entries[i], value, verdicts[static_cast<size_t>(e.verdict)], e.first_divergence);
              }
-             return out;
+             return py::make_tuple(summaries.size(), first_marked, out);
            },
-           py::arg("make"),
-           "make(index, entry, largest output NormRelativeErr or None, worst Result, is first divergence) for each "
-           "target entry, in execution order; the list of what it returns.")
+           py::arg("make"), py::arg("max_points") = 0, py::arg("marked") = py::none(),
+           "(number of target entries, index of the first marked entry or None, points): points are "
+           "make(index, entry, largest output NormRelativeErr or None, worst Result, is marked) for the entries the "
+           "plot shows (every entry, or one per bucket when there are more than max_points > 0; digest.h, "
+           "plot_entries). marked: None marks the engine's first divergence, -1 no entry, i entry i.")
       .def("worst_rows",
            [](const std::shared_ptr<CompareResult>& r, size_t n) {
              py::list out;

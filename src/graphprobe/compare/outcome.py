@@ -19,6 +19,8 @@ __all__ = [
     "Coverage",
     "Divergence",
     "EntryPoint",
+    "PLOT_POINTS",
+    "Plot",
     "Noise",
     "PairOutcome",
     "RowDigest",
@@ -32,6 +34,9 @@ __all__ = [
 # Order used to rank rows and entries; unmatched rows are not "worse" than an
 # error, and an entry is unmatched only when all its rows are.
 SEVERITY = {"unmatched": -1, "pass": 0, "warning": 1, "error": 2}
+# The plot shows at most this many points: more entries are bucketed, each
+# bucket shown by its marked or worst entry (csrc/compare/digest.h).
+PLOT_POINTS = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,15 +187,26 @@ def row_digest(row: Any) -> RowDigest:
     )
 
 
-def digest_rows(result: Any, top: int) -> tuple[list[RowDigest], list[EntryPoint]]:
+@dataclass(frozen=True)
+class Plot:
+    """The execution-order plot's series: ``points`` for the ``entries``
+    target entries (one per bucket when there are more than
+    :data:`PLOT_POINTS`), and the index of the first marked entry."""
+
+    entries: int
+    first_marked: int | None
+    points: list[EntryPoint]
+
+
+def digest_rows(result: Any, top: int, marked: int | None = None) -> tuple[list[RowDigest], Plot]:
     """The ``top`` worst matched rows (by Result, then NormRelativeErr, NaN
-    counting as worst) and the per-entry plot series, from an engine result.
-    Both reductions run in C++; only their results cross into Python."""
+    counting as worst) and the plot series, from an engine result. ``marked``:
+    the entry the plot marks (None: the engine's first divergence; -1: none).
+    Both reductions, and the plot's bucketing, run in C++; only their results
+    cross into Python (a few thousand points, not one object per entry)."""
     worst = [row_digest(row) for row in result.worst_rows(max(top, 0))]
-    # Made one by one in C++ (slotted, verdict strings shared): a large
-    # compare's digest stays small next to its records.
-    points = result.entry_points(EntryPoint)
-    return worst, points
+    entries, first_marked, points = result.entry_points(EntryPoint, PLOT_POINTS, marked)
+    return worst, Plot(entries, first_marked, points)
 
 
 def digest_divergence(result: Any) -> tuple[Divergence | None, Noise, Coverage, tuple[tuple[str, float, float], ...]]:

@@ -29,7 +29,6 @@ from graphprobe.compare.outcome import SEVERITY, Divergence, EntryPoint, Noise, 
 __all__ = ["render_html", "COLOURS", "ROW_LIMIT"]
 
 COLOURS = {"pass": "#2e7d32", "warning": "#f9a825", "error": "#c62828", "unmatched": "#9e9e9e"}
-_MAX_POINTS = 4000  # more entries are bucketed, keeping each bucket's worst
 _W, _H = 1000, 380
 _LEFT, _RIGHT, _TOP, _BOTTOM = 70, 20, 20, 50
 _BAND = 30  # px for the "0" and "inf/nan" bands: room for their labels apart from the decades'
@@ -58,23 +57,6 @@ def _esc(text: str) -> str:
     """``text`` escaped for HTML, with each control character shown as its
     ``\\uXXXX`` escape (the spelling dump.json and the CSV use for NUL)."""
     return html.escape(_INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
-
-
-def _bucket(points: Sequence[EntryPoint]) -> list[EntryPoint]:
-    if len(points) <= _MAX_POINTS:
-        return list(points)
-    size = math.ceil(len(points) / _MAX_POINTS)
-    out = []
-    for start in range(0, len(points), size):
-        chunk = points[start : start + size]
-        marked = [p for p in chunk if p.first_divergence]
-
-        def key(p: EntryPoint) -> tuple[int, float]:
-            v = p.value
-            return (SEVERITY[p.result], -1.0 if v is None else math.inf if math.isnan(v) else v)
-
-        out.append(marked[0] if marked else max(chunk, key=key))
-    return out
 
 
 def _plot(points: Sequence[EntryPoint], thresholds: dict[str, float]) -> str:
@@ -192,14 +174,18 @@ def render_html(
     divergence: Divergence | None = None,
     noise: Noise | None = None,
     floors_used: Sequence[tuple[str, float, float]] = (),
+    entries: int | None = None,
 ) -> str:
     """The whole page as a string. ``rows`` are listed worst first (of
     ``total_rows`` in the CSV); ``thresholds`` maps a label to a percentage
     drawn as a dashed line. ``divergence``, ``noise`` and ``floors_used``
     (the pair's digests) give the first divergence's explanation, the noise
-    where the pair agrees and the noise floors used, in the summary's words."""
+    where the pair agrees and the noise floors used, in the summary's words.
+    ``points`` are the plot's, already bucketed (``digest_rows``) for
+    ``entries`` target entries (None: one point per entry)."""
     esc = _esc
-    shown = _bucket(points)
+    shown = points
+    entries = len(points) if entries is None else entries
     legend = " ".join(
         f'<span class="chip" style="background:{c}"></span>{esc(k)}: {counts.get(k, 0)}' for k, c in COLOURS.items()
     )
@@ -217,7 +203,7 @@ def render_html(
         )
         if text
     )
-    note = f"<p>{len(points)} entries, shown as {len(shown)} buckets (worst of each).</p>" if len(shown) < len(points) else ""
+    note = f"<p>{entries} entries, shown as {len(shown)} buckets (worst of each).</p>" if len(shown) < entries else ""
     listed = (f"All {total_rows} rows, worst first (by verdict, then NormRelativeErr)." if len(rows) >= total_rows
               else f"The {len(rows)} worst of {total_rows} rows (by verdict, then NormRelativeErr); the CSV has all.")
     # Tensor dumps: the data's Cosine and MaxAbsErr too.

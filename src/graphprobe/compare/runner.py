@@ -11,7 +11,7 @@ import time
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -126,13 +126,13 @@ def compare_pair(
     # row's view while it runs, so before the plot points (an object per
     # entry) exist, not on top of them.
     same_names = same_name_unmatched(result)
-    worst, points = digest_rows(result, top)
+    # The report's plot marks the referee's entry, not the engine's.
+    marked = None if verdict is None else -1 if verdict.blamed_index is None else verdict.blamed_index
+    worst, plot = digest_rows(result, top, marked)
     divergence, noise, coverage, floors_used = digest_divergence(result)
-    first_divergence_index = next((p.index for p in points if p.first_divergence), None)
+    first_divergence_index = plot.first_marked
     if verdict is not None:
-        divergence, first_divergence_index = referee_divergence(verdict, divergence), verdict.blamed_index
-        # The report's plot marks the referee's entry, not the engine's.
-        points = [replace(p, first_divergence=p.index == verdict.blamed_index) for p in points]
+        divergence = referee_divergence(verdict, divergence)
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
     # The referee decides divergence when there is one: the engine's
     # "within noise" then says nothing.
@@ -155,7 +155,8 @@ def compare_pair(
             bench=str(pair.bench),
             counts=counts,
             first_divergence=first_divergence,
-            points=points,
+            points=plot.points,
+            entries=plot.entries,
             rows=listed,
             total_rows=n_rows,
             thresholds={"warning": thresholds.warning_pct, "error (outputs)": thresholds.output_error_pct},
