@@ -55,9 +55,9 @@ Inputs = tuple[tuple[Any, ...], dict[str, Any]]
 
 LEVELS = ("L0", "L1", "mix")
 MODES = ("eager", "aot_eager", "inductor")
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # The graph-only fault per dtype: 1000x above float32 rounding, ~3 bf16 ulps.
-FAULT_SCALE = {"fp32": 1.001, "bf16": 1.01}
+FAULT_SCALE = {"fp32": 1.001, "bf16": 1.01, "fp16": 1.01}
 WEIGHT_SCALE = 1.3
 
 # ---------------------------------------------------------------------------

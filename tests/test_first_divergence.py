@@ -392,8 +392,11 @@ def test_real_model_inductor_fault_named_and_clean_upstream(tmp_path: Path, dtyp
     out = _compare_dumps(tmp_path, faulty, base, x, "inductor")
     assert out.first_divergence == entry, out.divergence
     assert "output" in out.divergence.kinds
-    # Everything inductor computed before it is within the float32 floor.
-    assert out.noise.upstream and out.noise.max_z < 1
+    # Everything inductor computed before it is at the floor of its dtype,
+    # far below the fault: within it on the CPU the floors were measured on,
+    # 1.02x it in bfloat16 on an AMD EPYC without AVX-512 (inductor's CPU
+    # kernels follow the vector ISA, so their rounding does too).
+    assert out.noise.upstream and out.noise.max_z < 1.5
 
 
 @pytest.mark.slow

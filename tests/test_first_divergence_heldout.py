@@ -26,3 +26,18 @@ def test_heldout_clean_training_pairs_are_silent(tmp_path):
     assert done.returncode == 0 and len(lines) == 20, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
     loud = [line for line in lines if ": silent;" not in line or "--fail-on error passes" not in line]
     assert not loud, "\n".join(loud)
+
+
+@pytest.mark.skipif(not SLOW, reason="a few minutes: runs with GRAPHPROBE_SLOW_TESTS=1")
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed")
+@pytest.mark.xfail(strict=True, reason="known false alarm, not fixed (docs/limitations.md): ConvNeXt's first "
+                   "training step names drop_path.Identity.backward.0, where unrecorded code adds a cancellation "
+                   "residue's error into the last hidden state's gradient")
+def test_heldout_convnext_training_step_is_silent(tmp_path):
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    done = subprocess.run([sys.executable, str(SCRIPT), "convnext", str(tmp_path / "out"), "fp32:L0"],
+                          capture_output=True, text=True, timeout=1800, env=env)
+    lines = [line for line in done.stdout.splitlines() if " clean-train@" in line]
+    assert done.returncode == 0 and len(lines) == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    loud = [line for line in lines if ": silent;" not in line or "--fail-on error passes" not in line]
+    assert not loud, "\n".join(loud)

@@ -30,6 +30,7 @@ py::list kind_names(uint8_t kinds) {
   if (kinds & kUnrecordedInput) out.append("unrecorded-input");
   if (kinds & kIntegerOutput) out.append("integer-output");
   if (kinds & kBitwisePair) out.append("bitwise-pair");
+  if (kinds & kSameValues) out.append("same-values");
   return out;
 }
 

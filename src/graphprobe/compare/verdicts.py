@@ -25,8 +25,10 @@ class Divergence:
     from code that is not
     recorded, between ``last_agreeing`` and this entry); with one of these,
     ``integer-output`` (an integer output changed while the inputs agree
-    within their floor) and ``bitwise-pair`` (below the floor, in a pair that
-    agreed bit for bit so far where the same code reproduced). ``row`` is the row
+    within their floor), ``bitwise-pair`` (below the floor, in a pair that
+    agreed bit for bit so far where the same code reproduced) and
+    ``same-values`` (an output the bench holds, bit for bit, as an earlier
+    entry's output changed on the target). ``row`` is the row
     that triggered (parameter, else output, else input); ``errors`` its
     scale-aware relative error per statistic (Max, Min, Mean, Norm), ``z``
     the largest of them over the noise floor ``floor`` of its dtype's table
