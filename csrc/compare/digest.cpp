@@ -54,12 +54,10 @@ std::vector<size_t> plot_entries(const std::vector<EntrySummary>& entries, size_
   for (size_t start = 0; start < n; start += size) {
     const size_t end = std::min(n, start + size);
     size_t pick = start;
-    bool marked = false;
-    for (size_t i = start; i < end && !marked; ++i) {
+    for (size_t i = start; i < end; ++i) {
       if (entries[i].first_divergence) {
         pick = i;
-        marked = true;
-        continue;
+        break;
       }
       const EntrySummary& a = entries[i];
       const EntrySummary& b = entries[pick];

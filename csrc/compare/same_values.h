@@ -18,10 +18,8 @@
 
 namespace graphprobe::compare {
 
-using SketchValues = std::array<double, 4>;
-
 // A 64-bit hash of what same_values compares (collisions are checked there).
-inline uint64_t values_hash(const TensorRecord& r, const SketchValues* sketch) {
+inline uint64_t values_hash(const TensorRecord& r, const std::array<double, 4>* sketch) {
   uint64_t h = std::hash<std::string_view>{}(r.dtype);
   auto mix = [&h](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   for (int64_t d : r.shape) mix(static_cast<uint64_t>(d));
@@ -42,7 +40,7 @@ inline uint64_t values_hash(const TensorRecord& r, const SketchValues* sketch) {
 
 // Whether a and b hold the same values: dtype, shape, the four statistics
 // (present alike, bit for bit) and the Sketch (both absent or bit for bit).
-inline bool same_values(const TensorRecord& a, const SketchValues* sa, const TensorRecord& b, const SketchValues* sb) {
+inline bool same_values(const TensorRecord& a, const std::array<double, 4>* sa, const TensorRecord& b, const std::array<double, 4>* sb) {
   if (a.dtype != b.dtype || a.shape != b.shape || (sa == nullptr) != (sb == nullptr)) return false;
   for (int s = 0; s < kNumStats; ++s) {
     if (static_cast<bool>(a.stats[s]) != static_cast<bool>(b.stats[s])) return false;

@@ -184,7 +184,6 @@ def render_html(
     ``points`` are the plot's, already bucketed (``digest_rows``) for
     ``entries`` target entries (None: one point per entry)."""
     esc = _esc
-    shown = points
     entries = len(points) if entries is None else entries
     legend = " ".join(
         f'<span class="chip" style="background:{c}"></span>{esc(k)}: {counts.get(k, 0)}' for k, c in COLOURS.items()
@@ -203,7 +202,7 @@ def render_html(
         )
         if text
     )
-    note = f"<p>{entries} entries, shown as {len(shown)} buckets (worst of each).</p>" if len(shown) < entries else ""
+    note = f"<p>{entries} entries, shown as {len(points)} buckets (worst of each).</p>" if len(points) < entries else ""
     listed = (f"All {total_rows} rows, worst first (by verdict, then NormRelativeErr)." if len(rows) >= total_rows
               else f"The {len(rows)} worst of {total_rows} rows (by verdict, then NormRelativeErr); the CSV has all.")
     # Tensor dumps: the data's Cosine and MaxAbsErr too.
@@ -230,7 +229,7 @@ def render_html(
 {why}<h2>Relative error along execution order</h2>
 <p>Largest output NormRelativeErr per entry (log axis); dashed lines: thresholds.</p>
 {note}
-{_plot(shown, thresholds)}
+{_plot(points, thresholds)}
 <div id="hover"></div>
 <h2>Rows</h2>
 <p>{listed} Click a column to sort; numbers show 4 significant digits (hover for the full value).</p>
