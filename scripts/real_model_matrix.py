@@ -71,6 +71,7 @@ def _run(part: str, job: tuple[str, str, str], out: str) -> list[T.Case]:
     name, dt, level = job
     # A folder per switch backend: parts may run in parallel into one --out.
     sub = part + ("-inductor" if T.SWITCH_BACKEND == "inductor" and part in ("faults", "grad") else "")
+    sub += f"-{T.LOSS}-loss" if T.LOSS != "square-mean" and part in ("grad", "train") else ""
     root = os.path.join(out, sub, name, dt, level)
     if part == "faults":
         return T.forward_faults(name, dt, level, root, ("scale", "softmax", "precision", "routing", "decomp"))
@@ -182,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--switch-backend", default=T.SWITCH_BACKEND, choices=("aot_eager", "inductor"),
                    help="the compile serving the switchable faults and the grad fault (inductor: the faults "
                         "against inductor's noise, and the control step is one more clean inductor pair)")
+    p.add_argument("--loss", default=T.LOSS, choices=("square-mean", "head"),
+                   help="the training parts' loss: the mean square of each output (after a final LayerNorm a "
+                        "scale-invariant loss: every gradient is rounding residue) or cross entropy through a fixed "
+                        "random head (tests/real_model_training.py, LOSS)")
     p.add_argument("--recompare", action="store_true",
                    help="no dumping: compare again the kept dumps of {out}/results-*.jsonl (after a change of the "
                         "compare rule), into {out}/results-recompare-{pid}.jsonl")
@@ -231,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             all_ok &= c.ok
         return 0 if all_ok else 1
     T.SWITCH_BACKEND = args.switch_backend
+    T.LOSS = args.loss
     results = os.path.join(args.out, f"results-{args.part}-{os.getpid()}.jsonl")
     all_ok = True
     for job in _jobs(args.part, models, dtypes, levels):

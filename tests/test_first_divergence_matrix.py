@@ -42,14 +42,22 @@ REDUCED_FORWARD = [
 REDUCED_GRAD = [("opt", "fp32", "mix")]
 REDUCED_CLEAN = [("opt", "bf16", "L0")]
 REDUCED_TRAIN = [("bert", "fp32", "L0"), ("opt", "bf16", "mix")]
+# Against inductor the training parts use a language model's loss (cross
+# entropy through a fixed head, T.LOSS "head"): under the mean square of a
+# final LayerNorm's output every gradient is rounding residue, 1.4 % apart
+# between eager and inductor in float32, and no x1.001 fault is above that.
+REDUCED_HEAD_GRAD = [("gpt2", "bf16", "L0")]
+REDUCED_HEAD_TRAIN = [("opt", "fp32", "L0")]
 
 if SLOW:
     FORWARD = [(m, d, lv, tuple(k for k in F.FAULT_KINDS if k != "grad" and F.applicable(F.ARCHS[m], k)))
                for m, d, lv in itertools.product(F.ARCHS, ("fp32", "bf16"), ("L0", "mix"))]
     GRAD = list(itertools.product(F.ARCHS, ("fp32", "bf16"), ("L0", "mix")))
     CLEAN, TRAIN = T.CLEAN, T.CLEAN_TRAIN
+    HEAD_GRAD, HEAD_TRAIN = GRAD, T.CLEAN_TRAIN
 else:
     FORWARD, GRAD, CLEAN, TRAIN = REDUCED_FORWARD, REDUCED_GRAD, REDUCED_CLEAN, REDUCED_TRAIN
+    HEAD_GRAD, HEAD_TRAIN = REDUCED_HEAD_GRAD, REDUCED_HEAD_TRAIN
 
 # Cases the compare engine at 55315f6 gets wrong (the baseline of
 # benchmarks/results/real_model_matrix.md): strict xfail, so that each one
@@ -120,6 +128,28 @@ def test_backward_only_gradient_scale_named(name, dt, level, tmp_path):
     c = T.grad_fault(name, dt, level, str(tmp_path))
     assert c.effect == 0.0, f"the gradient fault changed the forward (loss moved {c.effect})"
     _assert_named(c)
+
+
+# Missed against inductor even with a language model's loss (the matrix run of
+# benchmarks/results/real_model_matrix.md, "Gradient faults against inductor").
+HEAD_GRAD_MISSES: dict[tuple[str, str, str], str] = {}
+
+
+@pytest.mark.parametrize("name,dt,level", [
+    pytest.param(*r, marks=[pytest.mark.xfail(strict=True, reason=HEAD_GRAD_MISSES[r])] if r in HEAD_GRAD_MISSES else [])
+    for r in HEAD_GRAD])
+def test_backward_only_gradient_scale_named_against_inductor(name, dt, level, tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "SWITCH_BACKEND", "inductor")
+    monkeypatch.setattr(T, "LOSS", "head")
+    _assert_named(T.grad_fault(name, dt, level, str(tmp_path)))
+
+
+@pytest.mark.parametrize("name,dt,level", HEAD_TRAIN)
+def test_clean_training_steps_with_a_language_model_loss_are_silent(name, dt, level, tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "LOSS", "head")
+    cases = T.clean_training(name, dt, level, str(tmp_path))
+    loud = [T.describe(c) + (f"; {c.message}" if c.message else "") for c in cases if c.outcome != "silent"]
+    assert not loud, loud
 
 
 @pytest.mark.parametrize("name,dt,level", _params(CLEAN, "clean"))

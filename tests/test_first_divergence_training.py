@@ -235,7 +235,7 @@ def test_fail_on_error_passes_a_residue_msprobes_rule_calls_error(tmp_path: Path
     b = write_dump(tmp_path / "b.json", residue_then_linear(1e-12))
     code = main(["compare", str(t), str(b), "-o", str(tmp_path / "o"), "--fail-on", "error", "--quiet"])
     out = capsys.readouterr().out
-    assert "row(s) under Result error are msprobe's relative-error rule" in out, out
+    assert "row(s) under Result error are msprobe's rules on records" in out, out
     assert code == 0, out
 
 

@@ -37,6 +37,14 @@ bool relative_rule_only(const CompareRow& r) {
   return true;
 }
 
+bool shape_mismatch_only(const CompareRow& r) {
+  constexpr std::string_view kShape = "shape mismatch: ";
+  if (r.reasons->empty()) return false;
+  for (const auto& why : *r.reasons)
+    if (std::string_view(why).substr(0, kShape.size()) != kShape) return false;
+  return true;
+}
+
 void tally(CompareResult& result) {
   result.counts = {};
   result.errors_within_noise = 0;
@@ -49,8 +57,9 @@ void tally(CompareResult& result) {
     // A cancellation residue (measured against the scale it was cancelled
     // from): what msprobe's rule reads as an error is its rounding.
     const bool residue = i < result.produced_from_rms.size() && result.produced_from_rms[i] > 0;
-    if (within_noise && residue && r.verdict == Verdict::kError && r.match == MatchKind::kMatched && r.z &&
-        relative_rule_only(r))
+    const bool follows_flip = i < result.follows_flip.size() && result.follows_flip[i];
+    if (within_noise && r.verdict == Verdict::kError && r.match == MatchKind::kMatched && r.z &&
+        ((residue && relative_rule_only(r)) || (follows_flip && shape_mismatch_only(r))))
       ++result.errors_within_noise;
   }
 }

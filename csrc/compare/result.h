@@ -277,6 +277,11 @@ struct CompareResult {
   // (parameter_inputs.h), judged by the parameter rules; -1 for the others.
   // Empty before find_first_divergence.
   std::vector<int64_t> parameter_of;
+  // Per row: a tensor whose shape follows an integer record that changed
+  // where rounding explains the change (a router's near tie: the tokens an
+  // expert receives), explained by the first-divergence rule. Empty before
+  // find_first_divergence.
+  std::vector<bool> follows_flip;
   // From CompareOptions (above), and what find_first_divergence made of
   // them: whether parameters were judged as an earlier update's doing, and
   // how many parameter rows there are and differ beyond their floor on Max,
@@ -305,7 +310,9 @@ struct CompareResult {
   // gradient that is zero in theory: docs/formats.md) differs by tens of
   // percent of its own tiny size between two clean runs; msprobe's rule,
   // which keeps its Result column, calls that an error. --fail-on error
-  // reports these rows and does not fail on them.
+  // reports these rows and does not fail on them. So are the rows whose
+  // only reason is a shape mismatch that follows a flip (follows_flip):
+  // msprobe calls every changed shape an error.
   int64_t errors_within_noise = 0;
   // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
   // the tensor-mode columns, laid out as tensor_layout says.
