@@ -12,6 +12,7 @@ namespace graphprobe::compare {
 struct ModuleEntryName {
   std::string_view path;
   std::string_view direction;
+  std::string_view class_name;  // "MLP"
 };
 
 inline ModuleEntryName split_module_entry(std::string_view name) {
@@ -27,7 +28,7 @@ inline ModuleEntryName split_module_entry(std::string_view name) {
   name = name.substr(0, dot);
   dot = name.rfind('.');  // before the class
   if (dot == std::string_view::npos) return {};
-  return {name.substr(0, dot), direction};
+  return {name.substr(0, dot), direction, name.substr(dot + 1)};
 }
 
 }  // namespace graphprobe::compare
