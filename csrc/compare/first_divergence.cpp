@@ -921,6 +921,26 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // change there.
     std::optional<size_t> same_as;
     RowError same_error;
+    auto worst_of = [&](const RowError& e) { return e.hard.empty() ? max2(e.e_class) : kInf; };
+    // Row i holds in the bench the same values as the earlier row j: the
+    // target's error of i against j when it differs beyond 1e-6.
+    auto changed_on_target = [&](size_t i, size_t j) -> std::optional<RowError> {
+      const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+      const TensorRecord& bj = bench.rows[static_cast<size_t>(rows[j].bench)];
+      if (!same_values(b, sketch_of(bench, b), bj, sketch_of(bench, bj))) return std::nullopt;
+      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+      const TensorRecord& tj = target.rows[static_cast<size_t>(rows[j].target)];
+      if (t.dtype != tj.dtype || t.shape != tj.shape) return std::nullopt;
+      RowError e = row_error(t, tj, scale, nullptr, sketch_of(target, t), sketch_of(target, tj), 0.0);
+      if (!(worst_of(e) > kBitwiseMinimum)) return std::nullopt;
+      return e;
+    };
+    auto worst_class = [](const RowError& e) {
+      int c = 0;
+      for (int k : kClasses)
+        if (e.e_class[k] > e.e_class[c]) c = k;
+      return c;
+    };
     if (kinds == 0)
       for (size_t i = begin; i < end; ++i) {
         if (!same_values_candidate(i)) continue;
@@ -931,21 +951,13 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         // by code that is not recorded, which the rules above weigh.
         if (it == earlier_outputs.end() || it->second.second < children_from) continue;
         const size_t j = it->second.first;
-        const TensorRecord& bj = bench.rows[static_cast<size_t>(rows[j].bench)];
-        if (!same_values(b, sketch_of(bench, b), bj, sketch_of(bench, bj))) continue;
-        const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-        const TensorRecord& tj = target.rows[static_cast<size_t>(rows[j].target)];
-        if (t.dtype != tj.dtype || t.shape != tj.shape) continue;
-        const RowError e = row_error(t, tj, scale, nullptr, sketch_of(target, t), sketch_of(target, tj), 0.0);
-        const double worst = e.hard.empty() ? max2(e.e_class) : kInf;
-        if (worst > kBitwiseMinimum && (!same_as || worst > max2(same_error.e_class))) {
+        const auto e = changed_on_target(i, j);
+        if (e && (!same_as || worst_of(*e) > max2(same_error.e_class))) {
           same_as = j;
-          same_error = e;
-          out_class = 0;
-          for (int c : kClasses)
-            if (e.e_class[c] > e.e_class[out_class]) out_class = c;
+          same_error = *e;
+          out_class = worst_class(*e);
           out.row[out_class] = i;
-          best_out = worst;
+          best_out = worst_of(*e);
         }
       }
     if (same_as) kinds |= kOutputCause | kSameValues;
@@ -967,21 +979,15 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         const auto it = earlier_outputs.find(values_hash(b, sketch_of(bench, b)));
         if (it == earlier_outputs.end()) continue;
         const size_t j = it->second.first;
-        const TensorRecord& bj = bench.rows[static_cast<size_t>(rows[j].bench)];
-        const TensorRecord& tj = target.rows[static_cast<size_t>(rows[j].target)];
-        if (target.entries[tj.entry].find(".backward") == std::string::npos) continue;
-        if (!same_values(b, sketch_of(bench, b), bj, sketch_of(bench, bj))) continue;
-        if (t.dtype != tj.dtype || t.shape != tj.shape) continue;
-        const RowError e = row_error(t, tj, scale, nullptr, sketch_of(target, t), sketch_of(target, tj), 0.0);
-        const double worst = e.hard.empty() ? max2(e.e_class) : kInf;
-        if (worst > kBitwiseMinimum && (!same_as || worst > max2(same_error.e_class))) {
+        const uint32_t from = target.rows[static_cast<size_t>(rows[j].target)].entry;
+        if (target.entries[from].find(".backward") == std::string::npos) continue;
+        const auto e = changed_on_target(i, j);
+        if (e && (!same_as || worst_of(*e) > max2(same_error.e_class))) {
           same_as = j;
-          same_error = e;
-          in_class = 0;
-          for (int c : kClasses)
-            if (e.e_class[c] > e.e_class[in_class]) in_class = c;
+          same_error = *e;
+          in_class = worst_class(*e);
           in.row[in_class] = i;
-          best_in = worst;
+          best_in = worst_of(*e);
           in_reference = 0;
         }
       }
