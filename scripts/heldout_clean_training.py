@@ -4,9 +4,10 @@ BatchNorm and ConvNeXt, vision, from the 2026-12-02 evening run on),
 fp32 at L0 and bf16 at mix, judged as the matrix's clean pairs are
 (tests/real_model_training.py): every pair should be silent.
 
-    .venv/bin/python scripts/heldout_clean_training.py phi3,stablelm,falcon,bloom,olmoe [OUT [DTYPE:LEVEL,...]]
+    .venv/bin/python scripts/heldout_clean_training.py phi3,stablelm,falcon,bloom,olmoe [OUT [DTYPE:LEVEL,... [LOSS]]]
 
-(default configurations: fp32:L0,bf16:mix; e.g. fp16:L0,fp32:mix,bf16:L0 for the others)
+(default configurations: fp32:L0,bf16:mix; e.g. fp16:L0,fp32:mix,bf16:L0 for the others;
+LOSS: square-mean, the default, or head -- tests/real_model_training.py, LOSS)
 
 First run (2026-12-02, torch 2.13.0 CPU, at 8323981): 11 of 18 pairs silent.
 False alarms: phi3 bf16 mix (steps 0 and 1: Tensor.to.13.backward, Torch.matmul.2.forward),
@@ -78,6 +79,8 @@ for name, b in [("phi3", phi3), ("stablelm", stablelm), ("falcon", falcon), ("bl
 if __name__ == "__main__":
     OUT = sys.argv[2] if len(sys.argv) > 2 else "heldout_clean_training_out"
     pairs = [tuple(c.split(":")) for c in (sys.argv[3] if len(sys.argv) > 3 else "fp32:L0,bf16:mix").split(",")]
+    if len(sys.argv) > 4:
+        T.LOSS = sys.argv[4]
     configs = [(a, d, l) for a in sys.argv[1].split(",") for d, l in pairs]
     for name, dt, level in configs:
         try:

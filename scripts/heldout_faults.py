@@ -6,11 +6,15 @@ backward-only gradient scale), fp32 at L0 and bf16 at mix, each judged as the
 matrix judges it (tests/real_model_training.py): where the fault must be named
 comes from a differential eager trace, never from graphprobe's dumps.
 
-    .venv/bin/python scripts/heldout_faults.py phi3,stablelm,falcon,bloom,olmoe [OUT [inductor]]
+    .venv/bin/python scripts/heldout_faults.py phi3,stablelm,falcon,bloom,olmoe [OUT [inductor [head]]]
 
 The switchable faults (scale, softmax, precision) run on one ``aot_eager``
 compile by default, ``inductor`` as third argument compiles them with
 inductor instead (each pair then carries inductor's own rounding too).
+``head`` as fourth argument trains the gradient fault's step with a language
+model's loss (cross entropy through a fixed head, tests/real_model_training.py
+``LOSS``) instead of the mean square of the outputs, which after a final
+LayerNorm leaves every gradient rounding residue.
 
 The architectures are those of scripts/heldout_clean_training.py (same tiny
 configs); results: benchmarks/results/real_model_matrix.md, "Held-out faults".
@@ -41,6 +45,8 @@ if __name__ == "__main__":
     out = sys.argv[2] if len(sys.argv) > 2 else "heldout_faults_out"
     if len(sys.argv) > 3:
         T.SWITCH_BACKEND = sys.argv[3]
+    if len(sys.argv) > 4:
+        T.LOSS = sys.argv[4]
     configs = [(a, d, lv) for a in sys.argv[1].split(",") for d, lv in (("fp32", "L0"), ("bf16", "mix"))]
     for name, dt, level in configs:
         root = os.path.join(out, f"{name}-{dt}-{level}")
