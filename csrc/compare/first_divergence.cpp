@@ -171,9 +171,6 @@ double cause_z(const ClassZ& z) { return std::max(z[kAggregateClass], z[kExtreme
 // Marks an API entry among the walked ranges (module paths are never "*").
 constexpr std::string_view kApiCall = "*";
 
-// The module path of a module entry ("Module.layers.0.mlp.MLP.forward.3" ->
-// "layers.0.mlp"; backward records too); "" for API entries and for
-// parameters_grad entries (not calls).
 // Whether an entry computes a function whose derivative jumps (ReLU and
 // its kin, clamp, max pooling): in its backward, an input element within
 // rounding of the jump (x near 0 for a ReLU, a near tie in a pooling
@@ -216,6 +213,9 @@ bool linear_module(std::string_view name) {
   return false;
 }
 
+// The module path of a module entry ("Module.layers.0.mlp.MLP.forward.3" ->
+// "layers.0.mlp"; backward records too); "" for API entries and for
+// parameters_grad entries (not calls).
 std::string_view module_path(std::string_view name) {
   const ModuleEntryName m = split_module_entry(name);
   const bool call = m.direction == "forward" || m.direction == "backward" || m.direction.substr(0, 13) == "backward_pass";
