@@ -132,7 +132,13 @@ def test_backward_only_gradient_scale_named(name, dt, level, tmp_path):
 
 # Missed against inductor even with a language model's loss (the matrix run of
 # benchmarks/results/real_model_matrix.md, "Gradient faults against inductor").
-HEAD_GRAD_MISSES: dict[tuple[str, str, str], str] = {}
+_NO_COMPILE = "inductor cannot compile gpt_neox's bfloat16 training step, unwired too (torch 2.13.0 CPU C++ codegen)"
+HEAD_GRAD_MISSES: dict[tuple[str, str, str], str] = {
+    ("moe", "bf16", "L0"): "the gradient arriving is 0.2 % off in Norm already: the x1.01 output within R x it + the floor",
+    ("moe", "bf16", "mix"): "the gradient arriving differs as much as the fault (the router's bfloat16 rounding upstream)",
+    ("gpt_neox", "bf16", "L0"): _NO_COMPILE,
+    ("gpt_neox", "bf16", "mix"): _NO_COMPILE,
+}
 
 
 @pytest.mark.parametrize("name,dt,level", [
