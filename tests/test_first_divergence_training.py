@@ -239,6 +239,38 @@ def test_fail_on_error_passes_a_residue_msprobes_rule_calls_error(tmp_path: Path
     assert code == 0, out
 
 
+def test_fail_on_error_passes_an_output_whose_inputs_moved_beyond_msprobes_premise(tmp_path: Path, capsys: Any) -> None:
+    # A residue r passed into a second normalisation's backward (a DistilBERT
+    # block's sa_layer_norm under a scale-invariant loss): r's two runs agree
+    # in Norm (msprobe: < 10 %) while its bulk is rounding, a Sketch 63 %
+    # apart; what the normalisation makes of it is 60 % apart in Norm, which
+    # msprobe's rule calls error although its inputs moved by more than its
+    # 10 % -- the first-divergence rule finds it within their rounding.
+    from graphprobe.cli import main
+
+    g = torch.Generator().manual_seed(4)
+    r = 1e-9 * torch.randn(8, 32, dtype=torch.float64, generator=g)
+    other = torch.randn(8, 32, dtype=torch.float64, generator=g)
+    other = other - (other * r).sum() / (r * r).sum() * r
+    r_t = 0.8 * r + 0.6 * other * r.norm() / other.norm()  # the same Norm, another direction
+
+    def dump(res: torch.Tensor, further: float) -> dict[str, Any]:
+        d = residue_then_linear(1.0)
+        d["Module.norm.LayerNorm.backward.0"] = grad_entry([rec(G)], [rec(res)])
+        d["Module.norm2.LayerNorm.forward.0"] = entry([rec(X)], [rec(X)])
+        d["Module.norm2.LayerNorm.backward.0"] = grad_entry([rec(res)], [rec(0.35 * further * res)])
+        del d["Module.fc.Linear.backward.0"], d["Tensor.__add__.0.backward"]
+        return d
+
+    t = write_dump(tmp_path / "t.json", dump(r_t, 1.6))
+    b = write_dump(tmp_path / "b.json", dump(r, 1.0))
+    code = main(["compare", str(t), str(b), "-o", str(tmp_path / "o"), "--fail-on", "error", "--quiet"])
+    out = capsys.readouterr().out
+    assert "first divergence: none" in out, out
+    assert "row(s) under Result error are msprobe's rules on records" in out, out
+    assert code == 0, out
+
+
 # -- unrecorded code before a forward call: R, not 4R, over everything upstream -----
 
 def _sketch_error(t: torch.Tensor, b: torch.Tensor) -> float:

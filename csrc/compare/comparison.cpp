@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_map>
 
 #include "compare/cell_text.h"
 #include "compare/first_divergence.h"
@@ -45,10 +46,38 @@ bool shape_mismatch_only(const CompareRow& r) {
   return true;
 }
 
-void tally(CompareResult& result) {
+void tally(CompareResult& result, const Thresholds& th) {
   result.counts = {};
   result.errors_within_noise = 0;
   const bool within_noise = !result.divergence && result.coverage.problem.empty() && !result.tensor_mode;
+  // msprobe's relative-error rule reads "inputs within --input-error-pct by
+  // Norm" as "inputs unchanged". Where the inputs' Sketch says they moved by
+  // more than that (a residue's bulk redistributed: a DistilBERT
+  // sa_layer_norm's incoming gradient 3 % apart by Norm, 39 % by Sketch),
+  // an output far apart is no error of the call's own. Per entry, the
+  // largest Sketch error of its inputs, measured only where needed.
+  std::unordered_map<uint32_t, double> input_sketch;
+  bool measured = false;
+  auto inputs_moved = [&](uint32_t entry) {
+    if (!measured) {
+      measured = true;
+      for (size_t j = 0; j < result.rows.size(); ++j) {
+        const CompareRow& q = result.rows[j];
+        if (q.match != MatchKind::kMatched || !q.z || q.target < 0) continue;
+        const TensorRecord& t = result.target.rows[static_cast<size_t>(q.target)];
+        const TensorRecord& b = result.bench.rows[static_cast<size_t>(q.bench)];
+        if (t.role != Role::kInput || t.sketch < 0 || b.sketch < 0) continue;
+        // At the input's own size (msprobe's NormRelativeErr is), not
+        // against a scale it was cancelled from.
+        const RowError e = row_error(t, b, 1.0, nullptr, &result.target.sketches[static_cast<size_t>(t.sketch)],
+                                     &result.bench.sketches[static_cast<size_t>(b.sketch)], 0.0);
+        double& best = input_sketch[t.entry];
+        if (e.e_sketch) best = std::max(best, *e.e_sketch);
+      }
+    }
+    const auto it = input_sketch.find(entry);
+    return it != input_sketch.end() && it->second * 100.0 >= th.input_error_pct;
+  };
   for (size_t i = 0; i < result.rows.size(); ++i) {
     const CompareRow& r = result.rows[i];
     ++result.counts[static_cast<size_t>(r.verdict)];
@@ -58,8 +87,9 @@ void tally(CompareResult& result) {
     // from): what msprobe's rule reads as an error is its rounding.
     const bool residue = i < result.produced_from_rms.size() && result.produced_from_rms[i] > 0;
     const bool follows_flip = i < result.follows_flip.size() && result.follows_flip[i];
-    if (within_noise && r.verdict == Verdict::kError && r.match == MatchKind::kMatched && r.z &&
-        ((residue && relative_rule_only(r)) || (follows_flip && shape_mismatch_only(r))))
+    if (!(within_noise && r.verdict == Verdict::kError && r.match == MatchKind::kMatched && r.z)) continue;
+    const uint32_t entry = result.target.rows[static_cast<size_t>(r.target)].entry;
+    if ((relative_rule_only(r) && (residue || inputs_moved(entry))) || (follows_flip && shape_mismatch_only(r)))
       ++result.errors_within_noise;
   }
 }
@@ -79,7 +109,7 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts);
   measure_coverage(result);
   find_first_divergence(result, options.thresholds);
-  tally(result);
+  tally(result, options.thresholds);
   return result;
 }
 
@@ -105,7 +135,7 @@ void finish_tensor_compare(CompareResult& result, const CompareOptions& options)
     apply_tensor_verdicts(result.target, result.rows, options.thresholds);
   }
   find_first_divergence(result, options.thresholds);
-  tally(result);
+  tally(result, options.thresholds);
 }
 
 CompareResult compare_files(const std::string& target_path, const std::string& bench_path,

@@ -312,7 +312,8 @@ struct CompareResult {
   // which keeps its Result column, calls that an error. --fail-on error
   // reports these rows and does not fail on them. So are the rows whose
   // only reason is a shape mismatch that follows a flip (follows_flip):
-  // msprobe calls every changed shape an error.
+  // msprobe calls every changed shape an error; and the rows of that rule
+  // alone whose entry's inputs moved beyond input_error_pct by their Sketch.
   int64_t errors_within_noise = 0;
   // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
   // the tensor-mode columns, laid out as tensor_layout says.

@@ -2,11 +2,13 @@
 
 The levels nest, each failing on everything the previous one fails on:
 
-* ``error``: a row with Result error (except cancellation residues that
-  msprobe's relative-error rule alone calls error, in a pair whose every row
-  the first-divergence rule finds within rounding noise: a residue, such as
-  the gradient of a key projection's bias, differs by tens of percent of its
-  own tiny size between two clean runs); a first divergence of any kind
+* ``error``: a row with Result error (except, in a pair whose every row
+  the first-divergence rule finds within rounding noise: cancellation
+  residues and rows whose entry's inputs moved beyond --input-error-pct by
+  their Sketch that msprobe's relative-error rule alone calls error -- a
+  residue, such as the gradient of a key projection's bias, differs by tens
+  of percent of its own tiny size between two clean runs -- and shapes that
+  follow an integer record flipped by rounding); a first divergence of any kind
   (graphprobe's noise-aware rule: a parameter, an output or an input that
   differs beyond rounding noise and beyond what is upstream, see
   docs/formats.md); a pair in which nothing was compared (no row matched:

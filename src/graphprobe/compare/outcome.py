@@ -130,9 +130,11 @@ class PairOutcome:
     # None on one side and a tensor on the other ...): what the summary says
     # the unmatched count is made of.
     same_name_unmatched: tuple[SameNameUnmatched, ...] = ()
-    # Of counts["error"]: cancellation residues msprobe's relative-error rule
-    # alone calls error, in a pair the first-divergence rule found within
-    # rounding noise; --fail-on error reports them, not fails.
+    # Of counts["error"]: in a pair the first-divergence rule found within
+    # rounding noise, rows msprobe's rules call error that it explains
+    # (cancellation residues, inputs moved beyond the rule's premise, shapes
+    # after a rounding flip: docs/formats.md); --fail-on error reports them,
+    # not fails.
     errors_within_noise: int = 0
     # (rows differing, rows) of the parameters when they were judged as an
     # first training step's update (step 1, a dump with a backward

@@ -72,9 +72,9 @@ def divergence_lines(run: CompareRun) -> list[str]:
                          f"agreed there and differs now is one)")
         if o.errors_within_noise:
             lines.append(f"{who}{o.errors_within_noise} row(s) under Result error are msprobe's rules on records "
-                         "the first-divergence rule finds within rounding noise (cancellation residues; shapes that "
-                         "follow an integer record flipped by rounding, docs/formats.md): --fail-on error does not "
-                         "fail on them")
+                         "the first-divergence rule finds within rounding noise (cancellation residues; outputs whose "
+                         "inputs moved beyond --input-error-pct by their Sketch; shapes that follow an integer record "
+                         "flipped by rounding, docs/formats.md): --fail-on error does not fail on them")
         if o.referee is not None:
             lines.append(f"{who}referee: {o.referee.reference} (float64; the target is blamed only where it is "
                          "further from it than the bench, by torch's same() margin)")
