@@ -9,6 +9,7 @@
 
 #include "compare/entry_ranges.h"
 #include "compare/forward_of.h"
+#include "compare/module_entry_name.h"
 #include "compare/parameter_inputs.h"
 #include "compare/record_fingerprint.h"
 
@@ -31,16 +32,6 @@ double rms(const TensorRecord& r) {
   const double n = numel(r);
   const OptDouble& norm = r.stats[kStatNorm];
   return norm && std::isfinite(*norm) && n > 0 ? std::fabs(*norm) / std::sqrt(n) : 0.0;
-}
-
-// "Module.fc.Linear.parameters_grad.0" (or without ".0") -> "Module.fc.Linear".
-std::string module_of_parameters_grad(std::string_view name) {
-  const size_t at = name.rfind(".parameters_grad");
-  if (at == std::string_view::npos) return "";
-  const std::string_view rest = name.substr(at + 16);
-  if (!rest.empty() && (rest[0] != '.' || !std::all_of(rest.begin() + 1, rest.end(), [](char c) { return c >= '0' && c <= '9'; })))
-    return "";
-  return std::string(name.substr(0, at));
 }
 
 }  // namespace
@@ -202,7 +193,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
       }
       continue;
     }
-    const std::string module = module_of_parameters_grad(name);
+    const std::string module(module_of_parameters_grad(name));
     if (module.empty()) continue;
     const auto* bwd = range_named(module + ".backward.0");
     const auto* fwd = range_named(module + ".forward.0");
@@ -240,7 +231,7 @@ std::vector<bool> residue_gradient_parameters(const CompareResult& result, const
     if (expected[i] <= 0 || rows[i].target < 0) continue;
     const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
     const std::string& entry = target.entries[t.entry];
-    const std::string module = module_of_parameters_grad(entry);
+    const std::string module(module_of_parameters_grad(entry));
     if (!module.empty()) residue.emplace(module + "|" + std::string(t.suffix(target.entries)), true);
   }
   if (residue.empty()) return out;

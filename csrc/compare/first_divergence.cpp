@@ -638,6 +638,42 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     const auto norm = numeric(b, kStatNorm);
     return norm && *norm > 0 && std::isfinite(*norm);
   };
+  // The largest absolute L2 error of a residue in the backward walked so
+  // far (a gradient zero in theory: cancellation.h), at its own size. Its
+  // relative error is measured against the scale it was cancelled from and
+  // stays small, but code that is not recorded can add it whole into a
+  // larger gradient: ConvNeXt's pooled final LayerNorm, whose input
+  // gradient (a residue 98 % apart) a mean-pool's backward spreads into the
+  // last hidden state's gradient (0.003 % apart, 20x the float32 floor,
+  // with nothing recorded before it beyond 3e-7). A backward input whose
+  // absolute L2 error is within R x that is explained. The mean-pool passes
+  // it on with an L2 gain of 1 / sqrt(N); a gain above 1 (a broadcast's
+  // backward sums) would need recorded code in between to be judged there.
+  double residue_abs = 0;
+  // Per module (the entry name before ".backward.N"), the largest relative
+  // L2 error (Sketch, at its own size) of what its backward calls computed
+  // from: the gradients arriving and the saved forward inputs. The
+  // module's parameters_grad records are sums of their products (a
+  // BatchNorm weight's gradient: sum of gradient x normalised input over
+  // batch and space) and move with them, in every statistic -- a clean
+  // bfloat16 ResNet step moved a BatchNorm weight gradient 11 % in Norm
+  // from an arriving gradient 29 % apart by its Sketch.
+  std::unordered_map<std::string_view, double> backward_sketch;
+  // Per forward call of a depthwise convolution (one input channel per
+  // group: weight [C, 1, k...]), its kernel's taps: each element of its
+  // input's gradient is a sum of that many products (below).
+  std::unordered_map<std::string_view, double> depthwise_taps;
+  // A residue row's absolute L2 error: its relative L2 error at its own
+  // size (the Sketch's; the Norm's without one) times the bench's Norm.
+  auto residue_error = [&](size_t i) {
+    const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+    const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+    const auto norm = numeric(b, kStatNorm);
+    if (!norm || !std::isfinite(*norm)) return 0.0;
+    const RowError e = row_error(t, b, scale, nullptr, sketch_of(target, t), sketch_of(bench, b), 0.0);
+    const OptDouble& rel = e.e_sketch ? e.e_sketch : e.e[kStatNorm];
+    return rel && std::isfinite(*rel) ? *rel * std::fabs(*norm) : 0.0;
+  };
   for (const auto& [begin, end] : ranges) {
     const uint32_t entry = target.rows[static_cast<size_t>(rows[begin].target)].entry;
     Peak in, par, out, out_discrete;
@@ -771,12 +807,30 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // its size, while a gradient scaled by a fault moves it by the whole
     // scale -- x1.01 in down_proj's gradient, 1 % in Norm, was explained
     // away by 4 x 0.3 %.
+    // Its second-order part stays: a change of relative L2 size s that is
+    // not a scale moves the Norm by about s^2 / 2 (|g + d|^2 = |g|^2 + |d|^2
+    // for d orthogonal to g), which no longer hides a fault once the
+    // gradient is mostly noise -- a clean bfloat16 ConvNeXt step whose
+    // gradient arriving at a depthwise convolution was 72 % apart by its
+    // Sketch (a residue passed on) moved the convolution's input gradient
+    // 8.5 % in Norm. s^2 itself, twice the estimate, for the map's own
+    // conditioning.
     if (backward && !linear_module(name))
       in_own[kAggregateClass] = std::max(in_own[kAggregateClass], in_own[kSketchClass]);
+    else if (backward)
+      in_own[kAggregateClass] = std::max(in_own[kAggregateClass], in_own[kSketchClass] * in_own[kSketchClass]);
     ClassZ from_forward{0.0, 0.0, 0.0};
     if (const auto it = forward_explains.find(forward_of(name)); it != forward_explains.end()) from_forward = it->second;
     else if (name.find(".forward") != std::string::npos)
       for (int c : kClasses) forward_explains[name][c] = std::max(in_own[c], max2(par.e));
+    if (const std::string_view m = module_of_backward(name); !m.empty()) {
+      double& b = backward_sketch[m];
+      b = std::max({b, in_own[kSketchClass], from_forward[kSketchClass]});
+    }
+    // A parameters_grad entry: what its module's backward calls computed from.
+    double gradients_from = 0;
+    if (const std::string_view m = module_of_parameters_grad(name); !m.empty())
+      if (const auto it = backward_sketch.find(m); it != backward_sketch.end()) gradients_from = it->second;
     // A backward output with fewer elements than the gradient arriving is
     // a sum over the dimensions its forward input was broadcast along (a
     // routing weight's gradient: 32 products of the incoming gradient and
@@ -801,10 +855,37 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // apart from inductor's with inputs equal bit for bit. Its floor grows
     // with sqrt(T); float32 and wider keep theirs (the same kernels drift
     // there by 1e-6, far inside the floor).
+    // The same for a depthwise convolution's input gradient, a sum over its
+    // kernel's taps (49 for 7x7): a clean bfloat16 ConvNeXt step under
+    // inductor moved it 0.89 % by its Sketch (1.8x the floor) from inputs
+    // equal bit for bit, about sqrt(49) roundings. Not for a convolution
+    // that sums over channels too (hundreds of terms: CPU and GPU kernels
+    // accumulate those in float32, and the floor would hide a x1.01 fault).
+    double taps = 1;
+    if (backward && linear_module(name))
+      if (const auto it = depthwise_taps.find(forward_of(name)); it != depthwise_taps.end()) taps = it->second;
+    if (!backward && linear_module(name)) {
+      int64_t channels = -1;  // the first input's, NCHW
+      for (size_t i = begin; i < end && channels < 0; ++i) {
+        if (rows[i].bench < 0 || parameter(i)) continue;
+        const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+        if (b.role == Role::kInput && b.shape.size() >= 3) channels = b.shape[1];
+      }
+      for (size_t i = begin; i < end; ++i) {
+        if (rows[i].bench < 0 || !parameter(i)) continue;
+        const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+        if (b.suffix(bench.entries) != "parameters.weight" || b.shape.size() < 3 || b.shape[1] != 1 ||
+            b.shape[0] != channels)
+          continue;
+        double k = 1;
+        for (size_t d = 2; d < b.shape.size(); ++d) k *= static_cast<double>(b.shape[d]);
+        if (k > 1) depthwise_taps[name] = k;
+      }
+    }
     auto reduction_floor = [&](size_t i, int c) {
       const double f = fl(i, c);
       const bool coarse = class_floor(table[floor_index[i]], kAggregateClass) > float32_aggregate;
-      return coarse ? f * std::sqrt(reduced_terms(i)) : f;
+      return coarse ? f * std::sqrt(std::max(reduced_terms(i), taps)) : f;
     };
     // Rounding of the forward inputs beyond float32's (1e-6, as for an
     // integer flip) explains such a backward's outputs whatever their error.
@@ -853,7 +934,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
             best_out = judged_e, out_class = c, out.row[c] = i;
         } else if (!parameter(i)) {
           if ((discrete[i] && discrete_output_differed) || shape_follows_changed_input(i)) continue;
-          const double ref_in = upstream[c];
+          double ref_in = std::max(upstream[c], gradients_from);
+          if (backward && residue_abs > 0) {
+            const auto norm = numeric(bench.rows[static_cast<size_t>(rows[i].bench)], kStatNorm);
+            if (norm && std::isfinite(*norm) && std::fabs(*norm) > 0)
+              ref_in = std::max(ref_in, residue_abs / std::fabs(*norm));
+          }
           // Unrecorded code before a forward call's input is weighed with R,
           // its Sketch too: U is already the largest error anywhere upstream,
           // and 4R over it hid a softmax scale 9-22x above the clean noise
@@ -1006,6 +1092,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         }
         for (int c : kClasses) upstream[c] = std::max(upstream[c], ec[i][c]);
         seen.max_z = std::max(seen.max_z, *rows[i].z);
+        if (backward && result.produced_from_rms[i] > 0) residue_abs = std::max(residue_abs, residue_error(i));
       }
       discrete_output_differed = discrete_output_differed || output_changed;
       for (size_t i = begin; i < end; ++i)
