@@ -45,7 +45,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-VARIANTS = ("unwired", "always-on L0", "always-on mix", "dumper L0", "eager", "msprobe L0", "msprobe mix")
+VARIANTS = ("unwired", "always-on L0", "always-on mix", "dumper L0", "always-on L0 no-sketch", "always-on mix no-sketch",
+            "eager", "msprobe L0", "msprobe mix")
 
 
 def _build(vocab: int) -> Any:
@@ -71,15 +72,17 @@ def _worker(variant: str, vocab: int, root: str, conn: Any) -> None:
     os.makedirs(folder)
     gen = torch.Generator().manual_seed(1)
     batches = [torch.randint(0, vocab, (2, 128), generator=gen) for _ in range(8)]
-    level = variant.split()[-1]
+    # "always-on L0 no-sketch": statistics.sketch false (the Sketch is a second CPU pass, sketch_cost.md).
+    sketch = not variant.endswith(" no-sketch")
+    level = variant.removesuffix(" no-sketch").split()[-1]
     tool: Any = None
     debugger: Any = None
     run: Any = model
-    if variant in ("always-on L0", "always-on mix", "dumper L0"):
+    if variant.removesuffix(" no-sketch") in ("always-on L0", "always-on mix", "dumper L0"):
         from graphprobe import AclGraphDumper
         from graphprobe.history.recorder import FlightRecorder
 
-        dumper = AclGraphDumper(dump_path=os.path.join(folder, "dump"), level=level)
+        dumper = AclGraphDumper(dump_path=os.path.join(folder, "dump"), level=level, statistics={"sketch": sketch})
         dumper.start(model)
         tool = dumper
         if variant.startswith("always-on"):
