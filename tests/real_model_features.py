@@ -188,14 +188,12 @@ def record_lists(out_dir: str, steps: int) -> list[Any]:
 
 
 # Records that differ between eager and compiled code for a documented reason
-# (docs/limitations.md, "In-place updates of a probed tensor"): BERT's
-# embeddings compute ``e = a + b`` then ``e += c``; in eager mode the in-place
-# update makes the gradient of ``e`` bypass the probe of Tensor.__add__'s
-# output, so that backward record has no ``input`` row (compiled: one). T5's
-# attention: ``scores = torch.matmul(q, k.T); scores += position_bias`` (six
-# attention calls: the even matmuls).
-KNOWN_INPLACE = {("bert", "mix"): {"Tensor.__add__.0.backward"},
-                 ("t5", "mix"): {f"Torch.matmul.{n}.backward" for n in range(0, 12, 2)}}
+# (docs/limitations.md): none now. BERT's embeddings (``e = a + b; e += c``)
+# and T5's attention (``scores = torch.matmul(q, k.T); scores += position_bias``)
+# update an API's output in place, which makes its gradient bypass the eager
+# probe; since the bypass is recorded through a hook on the output's base,
+# eager code has the ``input`` row that compiled code has.
+KNOWN_INPLACE: dict[tuple[str, str], set[str]] = {}
 
 
 def masked(lists: list[Any], names: set[str]) -> list[Any]:

@@ -706,3 +706,102 @@ def test_module_called_several_times_backward_names_equal_msprobes(tmp_path, cas
             assert [k for k in fw_theirs if k not in fw_ours] == recomputed
             fw_theirs = [k for k in fw_theirs if k not in recomputed]
         assert fw_ours == fw_theirs
+
+
+class _UpdatedOutput(nn.Module):
+    """Falcon's parallel attention in small: a child's output updated in
+    place by the parent (``mlp_output += attention_output``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.register_buffer("w", torch.arange(20, dtype=torch.float32).reshape(5, 4) / 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        y += self.b(x)
+        return y * self.w
+
+
+def _stats64(t: torch.Tensor) -> dict[str, float]:
+    t = t.to(torch.float64)
+    return {"Max": t.max().item(), "Min": t.min().item(), "Mean": t.mean().item(), "Norm": t.norm().item()}
+
+
+def _assert_stats(rec: dict[str, Any], want: dict[str, float]) -> None:
+    for k, v in want.items():
+        assert abs(rec[k] - v) <= 1e-6 * max(1.0, abs(v)), (k, rec[k], v)
+
+
+def test_eager_records_the_gradient_of_an_output_updated_in_place(write_config, tmp_path):
+    # The update goes through the probe's view into its base, so the
+    # probe's node never runs; the gradient of a's output (the value it
+    # returned, before the update) is w wherever it goes.
+    model = _UpdatedOutput()
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    try:
+        model(_x()).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    data = _read(str(tmp_path / "dump"), 0)
+    want = _stats64(model.w)
+    for name in ("Module.a.Linear.backward.0", "Module.b.Linear.backward.0"):
+        (rec,) = data[name]["input"]
+        _assert_stats(rec, want)
+    ref = _UpdatedOutput()
+    ref.load_state_dict(model.state_dict())
+    ref(_x()).sum().backward()
+    for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        assert torch.equal(p.grad, q.grad), n
+
+
+def test_an_output_probe_records_once_per_backward_pass(write_config, tmp_path):
+    # Without an update the probe runs and the watch on its base only
+    # resets: one record, the right one, in each of two passes through a
+    # retained graph.
+    model = _net()
+    dumper = _dumper(write_config)
+    dumper.start(model)
+    try:
+        out = model(_x())
+        out.sum().backward(retain_graph=True)
+        dumper.step()
+        (out * 2).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    for step, scale in ((0, 1.0), (1, 2.0)):
+        data = _read(str(tmp_path / "dump"), step)
+        backward = [k for k in data if k.startswith("Module.head.") and ".backward." in k]
+        assert len(backward) == 1, (step, list(data))
+        (rec,) = data[backward[0]]["input"]
+        _assert_stats(rec, _stats64(torch.full_like(out, scale)))
+
+
+def test_mix_records_the_gradient_of_an_api_output_updated_in_place(write_config, tmp_path):
+    # T5's attention in small: scores = matmul(q, k^T); scores += bias.
+    q = torch.randn(3, 4, requires_grad=True)
+    k = torch.randn(3, 4, requires_grad=True)
+    bias = torch.randn(3, 3)
+    w = torch.arange(9, dtype=torch.float32).reshape(3, 3) / 5
+
+    class Scores(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+            s = torch.matmul(q, k.transpose(0, 1))
+            s += bias
+            return s * w
+
+    model = Scores()
+    dumper = AclGraphDumper(write_config(level="mix"))
+    dumper.start(model)
+    try:
+        model(q, k).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    data = _read(str(tmp_path / "dump"), 0)
+    (rec,) = data["Torch.matmul.0.backward"]["input"]
+    _assert_stats(rec, _stats64(w))

@@ -129,10 +129,26 @@ class GradProbe(torch.autograd.Function):
 class _EagerGradProbe(GradProbe):
     """:class:`GradProbe` with a ``jvp``, applied in eager code: dynamo
     refuses to trace a Function that defines one, and forward-mode AD through
-    compiled code is not traced either."""
+    compiled code is not traced either. An output's probe also takes a
+    :class:`_Bypass` (below), which its backward marks as run."""
 
     @staticmethod
-    def jvp(ctx: Any, x_tangent: torch.Tensor, site_tangent: Any, index_tangent: Any) -> torch.Tensor:
+    def forward(x: torch.Tensor, site: int, index: int, bypass: Any = None) -> torch.Tensor:  # type: ignore[override]
+        return x
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        _, ctx.site, ctx.index, ctx.bypass = inputs
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        if ctx.bypass is not None:
+            ctx.bypass.probe_ran = True
+        return GradProbe.backward(ctx, grad) + (None,)
+
+    @staticmethod
+    def jvp(ctx: Any, x_tangent: torch.Tensor, site_tangent: Any, index_tangent: Any,
+            bypass_tangent: Any = None) -> torch.Tensor:
         # Forward-mode AD (torch.autograd.forward_ad, jvp, jacfwd): the
         # tangent of an identity is the input's tangent; nothing to record.
         # A view, as the forward returns its input as-is: autograd requires
@@ -150,6 +166,50 @@ def _record_eager(grad: torch.Tensor, site: int, index: int) -> None:
             _warned = True
             warnings.warn(f"graphprobe: a backward probe could not record a gradient ({exc}); "
                           "later failures are not reported", RuntimeWarning, stacklevel=2)
+
+
+class _Bypass:
+    """The gradient of an eager output whose probe an in-place update
+    bypassed. The probe returns a view of the output (an ordinary view, see
+    :func:`_allow_in_place`); when the program updates that view in place
+    (Falcon's ``mlp_output += attention_output``), autograd sends the
+    gradient of the value before the update through the view's base, and
+    the probe's node is never run. A hook on the base, registered before the
+    update, still receives that gradient (it stays with the base's node of
+    the time): it records it when the probe did not run in that backward
+    pass, and otherwise only resets, so that the gradient is recorded once.
+    Compiled code needs none of this: its probe returns a copy, which the
+    update changes, and the copy's probe runs."""
+
+    __slots__ = ("site", "index", "probe_ran")
+
+    def __init__(self, site: int, index: int) -> None:
+        self.site = site
+        self.index = index
+        self.probe_ran = False
+
+    def __call__(self, grad: torch.Tensor) -> None:
+        if self.probe_ran:
+            self.probe_ran = False  # ready for another backward pass through a retained graph
+            return
+        own_calls.enter()
+        try:
+            _record_eager(grad, self.site, self.index)
+        finally:
+            own_calls.leave()
+
+
+def _watch_bypass(x: torch.Tensor, site: int, index: int) -> _Bypass | None:
+    """Registers the :class:`_Bypass` hook on an output ``x`` about to be
+    probed; None where a hook could not see the bypass or could disturb the
+    program: a leaf (its hook would see every consumer's gradient), a view
+    (its hook sits on its own node, which the update bypasses too), or a
+    tensor of a functorch transform."""
+    if x.grad_fn is None or x._base is not None or torch._C._are_functorch_transforms_active():
+        return None
+    bypass = _Bypass(site, index)
+    x.register_hook(bypass)
+    return bypass
 
 
 def _allow_in_place(outs: tuple[torch.Tensor, ...]) -> None:
@@ -196,11 +256,15 @@ def _backward_program() -> int:
     return probe._trace_program("_graphprobe_backward_program")
 
 
-def _apply(site: int, tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    probe_fn = GradProbe if torch.compiler.is_compiling() else _EagerGradProbe
-    outs = tuple(probe_fn.apply(t, site, i) for i, t in enumerate(tensors))
-    if not torch.compiler.is_compiling():
-        _allow_in_place(outs)
+def _apply(site: int, tensors: list[torch.Tensor], outputs: bool = False) -> tuple[torch.Tensor, ...]:
+    """Passes ``tensors`` through probes recording their gradients into
+    ``site``; ``outputs``: they are a call's outputs (eager code then also
+    watches for an in-place update that bypasses the probe: :class:`_Bypass`)."""
+    if torch.compiler.is_compiling():
+        return tuple(GradProbe.apply(t, site, i) for i, t in enumerate(tensors))
+    outs = tuple(_EagerGradProbe.apply(t, site, i, _watch_bypass(t, site, i) if outputs else None)
+                 for i, t in enumerate(tensors))
+    _allow_in_place(outs)
     return outs
 
 
@@ -247,7 +311,7 @@ def wrap_output(entry: str, output: Any) -> Any:
     site = _register(False, entry, "input", len(found))
     if not found:
         return output
-    outs = iter(_apply(site, found))
+    outs = iter(_apply(site, found, outputs=True))
     return _rebuild(output, outs, 0)
 
 
