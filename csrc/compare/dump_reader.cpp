@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "compare/direct_entry.h"
+#include "compare/fnv1a.h"
 #include "compare/msprobe_values.h"
 #include "compare/text_feed.h"
 #include "format/json_reader.h"
@@ -334,9 +335,16 @@ void note_duplicates(Dump& dump, size_t& count, const std::vector<json::Duplicat
 void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector<std::pair<size_t, size_t>>& lines) {
   const size_t n = dump.entries.size();
   {
-    // Nearly every dump has none: a hash set says so at a fraction of the
-    // sort below (entry names share long prefixes, which string compares
-    // walk again and again).
+    // Nearly every dump has none: sorted 64-bit hashes of the names say so
+    // at a fraction of the sort below (entry names share long prefixes,
+    // which string compares walk again and again) and of a hash set (a node
+    // per name). Equal hashes are looked at by name.
+    std::vector<uint64_t> hashes(n);
+    for (size_t i = 0; i < n; ++i) hashes[i] = fnv1a(kFnvBasis, dump.entries[i]);
+    std::sort(hashes.begin(), hashes.end());
+    if (std::adjacent_find(hashes.begin(), hashes.end()) == hashes.end()) return;
+  }
+  {
     std::unordered_set<std::string_view> seen;
     seen.reserve(n);
     bool repeated = false;

@@ -1,0 +1,18 @@
+#pragma once
+// FNV-1a, 64 bits: the hash compare orders and groups names by (matching,
+// the check for repeated entries). Not for anything an adversary picks:
+// callers compare the text itself where two hashes are equal. Torch-free.
+
+#include <cstdint>
+#include <string_view>
+
+namespace graphprobe::compare {
+
+inline constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+
+inline uint64_t fnv1a(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+}  // namespace graphprobe::compare
