@@ -12,6 +12,7 @@
 
 #include "compare/direct_entry.h"
 #include "compare/fnv1a.h"
+#include "compare/huge_pages.h"
 #include "compare/msprobe_values.h"
 #include "compare/text_feed.h"
 #include "format/json_reader.h"
@@ -493,7 +494,10 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed, boo
         has_data = true;
         if (!retrying(in, feed, enter))
           w.fail("data", std::string("expected an object, found ") + json::Value::kind_name(scratch.kind()));
-        if (dump.rows.capacity() == 0) dump.rows.reserve(feed ? feed->count(kRowKey) : estimate_rows(text));
+        if (dump.rows.capacity() == 0) {
+          dump.rows.reserve(feed ? feed->count(kRowKey) : estimate_rows(text));
+          advise_huge_pages(dump.rows.data(), dump.rows.capacity() * sizeof(TensorRecord));
+        }
         std::string name;
         while (retrying(in, feed, [&] { return in.next_key(name); })) {
           entry_lines.push_back(in.position());

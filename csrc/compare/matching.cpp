@@ -2,6 +2,7 @@
 
 #include "compare/fnv1a.h"
 #include "compare/hash_groups.h"
+#include "compare/huge_pages.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -238,6 +239,7 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   // Room for every row there can be: growing would briefly hold two copies;
   // the pages of rows never written are never touched.
   rows.reserve(target.rows.size() + bench.rows.size());
+  advise_huge_pages(rows.data(), rows.capacity() * sizeof(CompareRow));
   for (size_t i = 0; i < target.rows.size(); ++i) {
     CompareRow row;
     row.target = static_cast<int64_t>(i);
