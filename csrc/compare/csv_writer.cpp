@@ -191,15 +191,26 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     first = false;
     append_number(out, v);
   };
+  // The last shape's cell, kept: a row's two shapes are mostly alike, and
+  // so are the rows of one layer after another.
+  std::vector<int64_t> last_shape;
+  std::string last_shape_cell;
   auto shape_cell = [&](bool has, const TensorRecord& r) {
     if (!has || !r.shape_text.empty()) return cell(has ? shape_of(r) : kNA);
     if (!first) out.push_back(',');
     first = false;
+    if (r.shape == last_shape && !last_shape_cell.empty()) {
+      out += last_shape_cell;
+      return;
+    }
+    const size_t at = out.size();
     // "[8, 4096]" holds a comma: quoted; "[]" and "[8]" do not.
     const bool quoted = r.shape.size() > 1;
     if (quoted) out.push_back('"');
     append_shape(out, r.shape);
     if (quoted) out.push_back('"');
+    last_shape = r.shape;
+    last_shape_cell.assign(out, at, std::string::npos);
   };
   // A statistic's cell; a number is stat_cell's format_number.
   auto stat_value_cell = [&](bool has, const TensorRecord& r, int s) {
