@@ -1,7 +1,8 @@
 #pragma once
-// FNV-1a, 64 bits: the hash compare orders and groups names by (matching,
-// the check for repeated entries). Not for anything an adversary picks:
-// callers compare the text itself where two hashes are equal. Torch-free.
+// FNV-1a, 64 bits: the hash matching orders and groups row keys by. Byte by
+// byte, so a key's hash does not depend on where it is split into entry
+// and part. Not for anything an adversary picks: callers compare the text
+// itself where two hashes are equal. Torch-free.
 
 #include <cstdint>
 #include <string_view>
