@@ -17,9 +17,13 @@ void append_number(std::string& out, double v) {
   } else if (std::isinf(v)) {
     out += v > 0 ? "inf" : "-inf";
   } else {
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof(buf), v);
-    out.append(buf, res.ptr);
+    // Written in place: through a buffer, the copy (a memmove call per
+    // number) was a quarter of the time spent on numbers in the CSV.
+    // 32 bytes hold the longest shortest form ("-2.2250738585072014e-308").
+    const size_t at = out.size();
+    out.resize(at + 32);
+    const auto res = std::to_chars(out.data() + at, out.data() + out.size(), v);
+    out.resize(static_cast<size_t>(res.ptr - out.data()));
   }
 }
 

@@ -90,10 +90,21 @@ const std::vector<std::string>& csv_header(bool tensor_columns, TensorLayout lay
 
 namespace {
 
+// Whether `s` holds a byte below '-', among which are all that quoting and
+// csv_text look for (, " CR LF NUL, and the space). Names, dtypes and
+// numbers rarely hold any: this loop has no early exit, so the compiler
+// vectorises it, and the exact loops below run only where it says yes.
+bool any_below_dash(std::string_view s) {
+  unsigned char below = 0;
+  for (char c : s) below |= static_cast<unsigned char>(static_cast<unsigned char>(c) < '-');
+  return below != 0;
+}
+
 // Whether a cell must be quoted. A plain loop: string_view::find_first_of
 // calls memchr once per character of the cell, which made it the costliest
 // step of writing the CSV.
 bool needs_quotes(std::string_view s) {
+  if (!any_below_dash(s)) return false;
   for (char c : s)
     if (c == ',' || c == '"' || c == '\r' || c == '\n') return true;
   return !s.empty() && (s.front() == ' ' || s.back() == ' ');
@@ -140,6 +151,7 @@ std::string stat_text(const TensorRecord& r, int s) {
 bool plain_text(std::string_view s) {
   if (s.empty()) return true;
   if (std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) return false;
+  if (!any_below_dash(s)) return true;
   for (char c : s)
     if (c == ',' || c == '"' || c == '\r' || c == '\n' || c == '\0') return false;
   return s.front() != ' ' && s.back() != ' ';
@@ -179,15 +191,26 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     first = false;
     append_number(out, v);
   };
+  // The last shape's cell, kept: a row's two shapes are mostly alike, and
+  // so are the rows of one layer after another.
+  std::vector<int64_t> last_shape;
+  std::string last_shape_cell;
   auto shape_cell = [&](bool has, const TensorRecord& r) {
     if (!has || !r.shape_text.empty()) return cell(has ? shape_of(r) : kNA);
     if (!first) out.push_back(',');
     first = false;
+    if (r.shape == last_shape && !last_shape_cell.empty()) {
+      out += last_shape_cell;
+      return;
+    }
+    const size_t at = out.size();
     // "[8, 4096]" holds a comma: quoted; "[]" and "[8]" do not.
     const bool quoted = r.shape.size() > 1;
     if (quoted) out.push_back('"');
     append_shape(out, r.shape);
     if (quoted) out.push_back('"');
+    last_shape = r.shape;
+    last_shape_cell.assign(out, at, std::string::npos);
   };
   // A statistic's cell; a number is stat_cell's format_number.
   auto stat_value_cell = [&](bool has, const TensorRecord& r, int s) {
@@ -255,7 +278,7 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
   }
 }
 
-constexpr size_t kRowsPerChunk = 4096;
+constexpr size_t kRowsPerChunk = 128;
 
 }  // namespace
 

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <unordered_set>
 
 #include "compare/direct_entry.h"
+#include "compare/huge_pages.h"
 #include "compare/msprobe_values.h"
 #include "compare/text_feed.h"
 #include "format/json_reader.h"
@@ -334,9 +336,17 @@ void note_duplicates(Dump& dump, size_t& count, const std::vector<json::Duplicat
 void resolve_duplicate_entries(Dump& dump, size_t& note_count, const std::vector<std::pair<size_t, size_t>>& lines) {
   const size_t n = dump.entries.size();
   {
-    // Nearly every dump has none: a hash set says so at a fraction of the
-    // sort below (entry names share long prefixes, which string compares
-    // walk again and again).
+    // Nearly every dump has none: sorted 64-bit hashes of the names say so
+    // at a fraction of the sort below (entry names share long prefixes,
+    // which string compares walk again and again) and of a hash set (a node
+    // per name). Equal hashes are looked at by name. std::hash reads eight
+    // bytes a step (FNV-1a's byte loop took 1.7 times as long).
+    std::vector<uint64_t> hashes(n);
+    for (size_t i = 0; i < n; ++i) hashes[i] = std::hash<std::string_view>{}(dump.entries[i]);
+    std::sort(hashes.begin(), hashes.end());
+    if (std::adjacent_find(hashes.begin(), hashes.end()) == hashes.end()) return;
+  }
+  {
     std::unordered_set<std::string_view> seen;
     seen.reserve(n);
     bool repeated = false;
@@ -485,7 +495,10 @@ Dump parse(std::string_view text, const std::string& source, TextFeed* feed, boo
         has_data = true;
         if (!retrying(in, feed, enter))
           w.fail("data", std::string("expected an object, found ") + json::Value::kind_name(scratch.kind()));
-        if (dump.rows.capacity() == 0) dump.rows.reserve(feed ? feed->count(kRowKey) : estimate_rows(text));
+        if (dump.rows.capacity() == 0) {
+          dump.rows.reserve(feed ? feed->count(kRowKey) : estimate_rows(text));
+          advise_huge_pages(dump.rows.data(), dump.rows.capacity() * sizeof(TensorRecord));
+        }
         std::string name;
         while (retrying(in, feed, [&] { return in.next_key(name); })) {
           entry_lines.push_back(in.position());

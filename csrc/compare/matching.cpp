@@ -1,5 +1,9 @@
 #include "compare/matching.h"
 
+#include "compare/fnv1a.h"
+#include "compare/hash_groups.h"
+#include "compare/huge_pages.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
@@ -29,6 +33,22 @@ std::vector<std::string_view> split_dots(std::string_view s) {
   }
 }
 
+// The last two components of a dotted name, and how many components it
+// has, counted up to 3 ("a": "", "a", 1; "a.b": "a", "b", 2; "a.b.c.d":
+// "c", "d", 3).
+struct LastTwo {
+  std::string_view second, last;
+  size_t parts;
+};
+
+LastTwo last_two(std::string_view s) {
+  const size_t d1 = s.rfind('.');
+  if (d1 == std::string_view::npos) return {{}, s, 1};
+  const size_t d2 = d1 == 0 ? std::string_view::npos : s.rfind('.', d1 - 1);
+  if (d2 == std::string_view::npos) return {s.substr(0, d1), s.substr(d1 + 1), 2};
+  return {s.substr(d2 + 1, d1 - d2 - 1), s.substr(d1 + 1), 3};
+}
+
 // msprobe renumbers backward calls before matching (update_backward_call in
 // msprobe/core/compare/acc_compare.py): the n-th backward entry of an
 // API/module, counted in dump order, is matched as call n whatever index it
@@ -40,21 +60,23 @@ std::vector<std::string> exact_entry_keys(const Dump& d) {
   keys.reserve(d.entries.size());
   std::unordered_map<std::string, size_t> backward_calls;
   for (const std::string& entry : d.entries) {
-    auto parts = split_dots(entry);
-    const size_t n = parts.size();
-    const bool params_grad = (n >= 1 && parts[n - 1] == "parameters_grad") || (n >= 2 && parts[n - 2] == "parameters_grad");
+    // Only the last two components count: found from the end, with no
+    // vector of every component (a few allocations per entry, a fifth of
+    // matching).
+    const LastTwo t = last_two(entry);
+    const bool params_grad = t.last == "parameters_grad" || (t.parts >= 2 && t.second == "parameters_grad");
     // msprobe takes the direction from the last two components.
-    const bool backward = !params_grad && n > 2 && (parts[n - 1] == "backward" || parts[n - 2] == "backward") &&
-                          parts[n - 1] != "forward" && parts[n - 2] != "forward";
+    const bool backward = !params_grad && t.parts > 2 && (t.last == "backward" || t.second == "backward") &&
+                          t.last != "forward" && t.second != "forward";
     if (!backward) {
       keys.push_back(entry);
       continue;
     }
-    const size_t head_len = entry.size() - parts[n - 2].size() - parts[n - 1].size() - 2;
+    const size_t head_len = entry.size() - t.second.size() - t.last.size() - 2;
     const std::string head = entry.substr(0, head_len);  // "Functional.conv2d", "Module.fc.Linear"
     const std::string order = std::to_string(backward_calls[head]++);
     std::string key = head;
-    for (size_t i = n - 2; i < n; ++i) key += "." + (all_digits(parts[i]) ? order : std::string(parts[i]));
+    for (const std::string_view part : {t.second, t.last}) key += "." + (all_digits(part) ? order : std::string(part));
     keys.push_back(std::move(key));
   }
   return keys;
@@ -79,13 +101,6 @@ bool key_less(const RowKey& a, const RowKey& b) {
     oa += n;
     ob += n;
   }
-}
-
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
-
-uint64_t fnv1a(uint64_t h, std::string_view s) {
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
 }
 
 // msprobe pairs rows of equal dtype, or both of the float dtypes
@@ -178,15 +193,52 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
       return key_less(key(bench, bench_heads, bench.rows[a]), key(bench, bench_heads, bench.rows[b]));
     });
   }
-  // The bench rows whose key is the target row's: [lo, hi) of order.
-  auto candidates = [&](const TensorRecord& t) {
+  // By hash: the sorted hashes side by side, and each hash's first place
+  // in them through a table. Two binary searches per target row over
+  // `order` (each step two reads far apart) took most of the matching.
+  // Both sides mostly list the same rows in the same order, so the bench
+  // row after the last one paired is tried first: its hash, place in
+  // `order` and whether its hash is its own are read in bench order, not
+  // from all over memory.
+  std::vector<uint64_t> sorted_hash;
+  std::vector<uint32_t> place;  // bench row -> its place in order
+  std::vector<bool> alone;      // bench row: no other row shares its hash
+  HashGroups groups;
+  if (by_hash) {
+    sorted_hash.resize(n);
+    place.resize(n);
+    alone.assign(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      sorted_hash[i] = hash[order[i]];
+      place[order[i]] = static_cast<uint32_t>(i);
+    }
+    for (size_t i = 0; i < n; ++i)
+      alone[order[i]] = (i == 0 || sorted_hash[i - 1] != sorted_hash[i]) && (i + 1 == n || sorted_hash[i + 1] != sorted_hash[i]);
+    groups = HashGroups(sorted_hash);
+  }
+  // The bench rows whose key is the target row's: `count` places of order
+  // from `first`, the first of them bench row `row`.
+  struct Candidates {
+    size_t first = 0, count = 0;
+    uint32_t row = 0;
+  };
+  size_t guess = 0;  // the bench row after the last one paired
+  auto candidates = [&](const TensorRecord& t) -> Candidates {
     const RowKey k = key(target, target_heads, t);
     if (by_hash) {
       const uint64_t h = row_hash(target, target_head_hash, t);
-      auto lo = std::partition_point(order.begin(), order.end(), [&](uint32_t b) { return hash[b] < h; });
-      auto hi = std::partition_point(lo, order.end(), [&](uint32_t b) { return hash[b] == h; });
-      if (lo != hi && !key_equal(k, key(bench, bench_heads, bench.rows[*lo]))) hi = lo;
-      return std::make_pair(lo, hi);
+      Candidates c;
+      if (guess < n && hash[guess] == h && alone[guess]) {
+        c = {place[guess], 1, static_cast<uint32_t>(guess)};
+      } else {
+        const size_t first = groups.find(sorted_hash, h);
+        if (first == HashGroups::npos) return {};
+        size_t last = first + 1;
+        while (last < n && sorted_hash[last] == h) ++last;
+        c = {first, last - first, order[first]};
+      }
+      if (!key_equal(k, key(bench, bench_heads, bench.rows[c.row]))) c.count = 0;
+      return c;
     }
     auto lo = std::partition_point(order.begin(), order.end(), [&](uint32_t b) {
       return key_less(key(bench, bench_heads, bench.rows[b]), k);
@@ -194,8 +246,10 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
     auto hi = std::partition_point(lo, order.end(), [&](uint32_t b) {
       return !key_less(k, key(bench, bench_heads, bench.rows[b]));
     });
-    return std::make_pair(lo, hi);
+    if (lo == hi) return {};
+    return {static_cast<size_t>(lo - order.begin()), static_cast<size_t>(hi - lo), *lo};
   };
+  // Rows of each key paired so far, at the key's first bench row.
   std::vector<uint32_t> taken(n, 0);
 
   std::vector<bool> bench_used(bench.rows.size(), false);
@@ -203,20 +257,24 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   // Room for every row there can be: growing would briefly hold two copies;
   // the pages of rows never written are never touched.
   rows.reserve(target.rows.size() + bench.rows.size());
+  advise_huge_pages(rows.data(), rows.capacity() * sizeof(CompareRow));
   for (size_t i = 0; i < target.rows.size(); ++i) {
     CompareRow row;
     row.target = static_cast<int64_t>(i);
-    const auto [lo, hi] = candidates(target.rows[i]);
-    const size_t group = static_cast<size_t>(lo - order.begin());
+    const Candidates c = candidates(target.rows[i]);
     // Exact mode pairs a name once: a repeated name is a malformed dump, not
     // a second call.
-    const bool can_pair = lo != hi && taken[group] < static_cast<size_t>(hi - lo) && (fuzzy || taken[group] == 0) &&
-                          dtypes_pair(target.rows[i].dtype, bench.rows[order[group + taken[group]]].dtype);
+    const uint32_t done = c.count ? taken[c.row] : 0;
+    const uint32_t next = c.count == 0 ? 0 : done == 0 ? c.row : order[c.first + done];
+    const bool can_pair = c.count > 0 && done < c.count && (fuzzy || done == 0) &&
+                          dtypes_pair(target.rows[i].dtype, bench.rows[next].dtype);
     if (can_pair) {
-      row.bench = order[group + taken[group]++];
-      bench_used[static_cast<size_t>(row.bench)] = true;
+      ++taken[c.row];
+      row.bench = next;
+      guess = static_cast<size_t>(next) + 1;
+      bench_used[next] = true;
       row.match = MatchKind::kMatched;
-      row.metrics = compute_metrics(target.rows[i], bench.rows[static_cast<size_t>(row.bench)]);
+      row.metrics = compute_metrics(target.rows[i], bench.rows[next]);
     } else {
       row.match = MatchKind::kTargetOnly;
     }

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
+#include <unordered_set>
 
 #include "compare/csv_writer.h"
 #include "compare/digest.h"
@@ -98,24 +100,35 @@ void bind_result(py::module_& m) {
                              })
       .def(
           "unmatched_rows",
-          [](const CompareResult& r) {
+          [](const CompareResult& r, bool both_sides) {
             // Only the rows without a partner cross into Python: a view of
             // every row (rows) cost a second and ~80 MB at 2 x 100 MB for
             // the few that the summary's same-name scan wants.
+            const auto side_of = [&r](const CompareRow& row) -> const TensorRecord* {
+              if (row.match == MatchKind::kTargetOnly) return &r.target.rows[static_cast<size_t>(row.target)];
+              if (row.match == MatchKind::kBenchOnly) return &r.bench.rows[static_cast<size_t>(row.bench)];
+              return nullptr;
+            };
+            // both_sides: only names that an unmatched row of the other side
+            // holds too, what the same-name scan keeps (a dump pair with tens
+            // of thousands of unmatched rows made a tuple of each for it).
+            std::unordered_set<std::string_view> names[2];
+            if (both_sides)
+              for (const CompareRow& row : r.rows)
+                if (const TensorRecord* rec = side_of(row)) names[row.match == MatchKind::kBenchOnly].insert(rec->name);
             std::vector<std::tuple<const char*, std::string, std::string>> out;
             for (const CompareRow& row : r.rows) {
-              if (row.match == MatchKind::kTargetOnly) {
-                const TensorRecord& t = r.target.rows[static_cast<size_t>(row.target)];
-                out.emplace_back(match_name(row.match), t.name, t.dtype);
-              } else if (row.match == MatchKind::kBenchOnly) {
-                const TensorRecord& b = r.bench.rows[static_cast<size_t>(row.bench)];
-                out.emplace_back(match_name(row.match), b.name, b.dtype);
-              }
+              const TensorRecord* rec = side_of(row);
+              if (rec == nullptr) continue;
+              if (both_sides && !names[row.match != MatchKind::kBenchOnly].count(rec->name)) continue;
+              out.emplace_back(match_name(row.match), rec->name, rec->dtype);
             }
             return out;
           },
+          py::arg("both_sides") = false,
           "(match, name, dtype) of each row without a partner, in row order: match is 'unmatched-target' or "
-          "'unmatched-bench', name and dtype are that side's record's.")
+          "'unmatched-bench', name and dtype are that side's record's. both_sides: only the rows whose name an "
+          "unmatched row of the other side holds too.")
       .def_property_readonly("counts",
                              [](const CompareResult& r) {
                                py::dict d;
@@ -262,6 +275,29 @@ void bind_result(py::module_& m) {
              return out;
            },
            py::arg("n"), "The n worst matched rows: by Result, then NormRelativeErr (NaN first).")
+      .def("worst_row_digests",
+           [](const std::shared_ptr<CompareResult>& r, size_t n) {
+             // What outcome.py's row_digest reads of a row, one tuple per
+             // row: its eight property calls a row were most of listing the
+             // HTML page's 5,000 rows.
+             using Opt = std::optional<double>;
+             const auto norm = [](const TensorRecord* rec) { return rec ? Opt(rec->stats[kStatNorm]) : Opt(); };
+             py::list out;
+             for (size_t i : worst_rows(*r, n)) {
+               const RowView v{r, i};
+               const CompareRow& row = v.row();
+               const TensorRecord& any = v.any();
+               const auto& tm = row.tensor->values;
+               out.append(py::make_tuple(any.name, v.any_dump().entries[any.entry],
+                                         any.role == Role::kInput ? "input" : "output", verdict_name(row.verdict),
+                                         Opt(row.metrics.rel_pct[kStatNorm]), norm(v.target()), norm(v.bench()),
+                                         py::tuple(py::cast(*row.reasons)), Opt(tm[kCosine]), Opt(tm[kMaxAbsErr])));
+             }
+             return out;
+           },
+           py::arg("n"),
+           "worst_rows(n) as (name, entry, role, result, norm_rel_err_pct, target_norm, bench_norm, reasons, cosine, "
+           "max_abs_err) tuples: RowDigest's fields, in its order.")
       .def("__len__", [](const CompareResult& r) { return r.rows.size(); })
       .def("render_csv", &render_csv, "The CSV text.")
       .def("write_csv", &write_csv, py::arg("path"), py::call_guard<py::gil_scoped_release>(),

@@ -206,7 +206,7 @@ def digest_rows(result: Any, top: int, marked: int | None = None) -> tuple[list[
     the entry the plot marks (None: the engine's first divergence; -1: none).
     Both reductions, and the plot's bucketing, run in C++; only their results
     cross into Python (a few thousand points, not one object per entry)."""
-    worst = [row_digest(row) for row in result.worst_rows(max(top, 0))]
+    worst = [RowDigest(*t) for t in result.worst_row_digests(max(top, 0))]
     entries, first_marked, points = result.entry_points(EntryPoint, PLOT_POINTS, marked)
     return worst, Plot(entries, first_marked, points)
 
@@ -235,7 +235,7 @@ def report_rows(result: Any, limit: int) -> list[RowDigest]:
     last) when there are at most ``limit``, else the ``limit`` worst matched
     rows (the CSV has them all)."""
     if len(result) > limit:
-        return [row_digest(row) for row in result.worst_rows(limit)]
+        return [RowDigest(*t) for t in result.worst_row_digests(limit)]
     # The engine's worst-first order for matched rows, then unmatched rows in CSV order.
     rank = {row.index: k for k, row in enumerate(result.worst_rows(len(result)))}
     rows = sorted(result.rows, key=lambda row: (rank.get(row.index, len(rank)), row.index))

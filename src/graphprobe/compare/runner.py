@@ -4,13 +4,10 @@ each pair in a worker process (:func:`compare`), or one pair here
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import time
 import warnings
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -368,6 +365,12 @@ def compare(
                 outcomes.append(PairOutcome(pair=task[0], error=write_failure(task[0].label, task[1], task[2], e)))
             bar.advance(task[0].label)
     else:
+        # Imported here: a compare with one worker (every benchmark of issue
+        # 38, most single-pair runs) does without multiprocessing's imports.
+        import multiprocessing
+        from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+        from concurrent.futures.process import BrokenProcessPool
+
         # fork: workers start in milliseconds and need nothing re-imported;
         # they run the torch-free engine (and import torch themselves only
         # for tensor dumps).

@@ -68,14 +68,15 @@ def _kind(target_dtype: Any, bench_dtype: Any) -> str:
 def same_name_unmatched(result: Any) -> tuple[SameNameUnmatched, ...]:
     """The unmatched rows of an engine result whose name is on both sides,
     grouped by kind (in ``KIND_WORDS``' order); () when every unmatched row's
-    name is on one side only. Reads only the unmatched rows, and only when
-    there are some."""
+    name is on one side only. Reads only the unmatched rows whose name an
+    unmatched row of the other side holds too (the engine picks them), and
+    only when there are some."""
     if not result.counts.get("unmatched", 0):
         return ()
     target: dict[str, Any] = {}
     bench: dict[str, Any] = {}
     rows: dict[str, int] = {}
-    for match, name, dtype in result.unmatched_rows():
+    for match, name, dtype in result.unmatched_rows(both_sides=True):
         (target if match == "unmatched-target" else bench).setdefault(name, dtype)
         rows[name] = rows.get(name, 0) + 1
     groups: dict[str, list[str]] = {}
