@@ -647,8 +647,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // last hidden state's gradient (0.003 % apart, 20x the float32 floor,
   // with nothing recorded before it beyond 3e-7). A backward input whose
   // absolute L2 error is within R x that is explained. The mean-pool passes
-  // it on with an L2 gain of 1 / sqrt(N); a gain above 1 (a broadcast's
-  // backward sums) would need recorded code in between to be judged there.
+  // it on with an L2 gain of 1 / sqrt(N), below 1; where unrecorded code
+  // amplifies it further (the backward of a broadcast sums over it), more
+  // than R x arrives and the input is named as before.
   double residue_abs = 0;
   // Per module (the entry name before ".backward.N"), the largest relative
   // L2 error (Sketch, at its own size) of what its backward calls computed
