@@ -3,7 +3,9 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <unordered_set>
@@ -33,6 +35,28 @@ py::list kind_names(uint8_t kinds) {
   if (kinds & kIntegerOutput) out.append("integer-output");
   if (kinds & kBitwisePair) out.append("bitwise-pair");
   if (kinds & kSameValues) out.append("same-values");
+  return out;
+}
+
+// What the report's worst-rows table reads of each row (outcome.RowDigest),
+// one tuple per row: eight RowView property calls a row were most of
+// listing the HTML page's 5,000 rows.
+py::list row_digests(const std::shared_ptr<CompareResult>& r, const std::vector<size_t>& indices) {
+  using Opt = std::optional<double>;
+  const auto norm = [](const TensorRecord* rec) { return rec ? Opt(rec->stats[kStatNorm]) : Opt(); };
+  py::list out;
+  for (size_t i : indices) {
+    if (i >= r->rows.size()) throw py::index_error("row_digests: row " + std::to_string(i) + " of " +
+                                                   std::to_string(r->rows.size()));
+    const RowView v{r, i};
+    const CompareRow& row = v.row();
+    const TensorRecord& any = v.any();
+    const auto& tm = row.tensor->values;
+    out.append(py::make_tuple(any.name, v.any_dump().entries[any.entry], any.role == Role::kInput ? "input" : "output",
+                              verdict_name(row.verdict), Opt(row.metrics.rel_pct[kStatNorm]), norm(v.target()),
+                              norm(v.bench()), py::tuple(py::cast(*row.reasons)), Opt(tm[kCosine]),
+                              Opt(tm[kMaxAbsErr])));
+  }
   return out;
 }
 
@@ -276,28 +300,11 @@ void bind_result(py::module_& m) {
            },
            py::arg("n"), "The n worst matched rows: by Result, then NormRelativeErr (NaN first).")
       .def("worst_row_digests",
-           [](const std::shared_ptr<CompareResult>& r, size_t n) {
-             // What outcome.py's row_digest reads of a row, one tuple per
-             // row: its eight property calls a row were most of listing the
-             // HTML page's 5,000 rows.
-             using Opt = std::optional<double>;
-             const auto norm = [](const TensorRecord* rec) { return rec ? Opt(rec->stats[kStatNorm]) : Opt(); };
-             py::list out;
-             for (size_t i : worst_rows(*r, n)) {
-               const RowView v{r, i};
-               const CompareRow& row = v.row();
-               const TensorRecord& any = v.any();
-               const auto& tm = row.tensor->values;
-               out.append(py::make_tuple(any.name, v.any_dump().entries[any.entry],
-                                         any.role == Role::kInput ? "input" : "output", verdict_name(row.verdict),
-                                         Opt(row.metrics.rel_pct[kStatNorm]), norm(v.target()), norm(v.bench()),
-                                         py::tuple(py::cast(*row.reasons)), Opt(tm[kCosine]), Opt(tm[kMaxAbsErr])));
-             }
-             return out;
-           },
-           py::arg("n"),
-           "worst_rows(n) as (name, entry, role, result, norm_rel_err_pct, target_norm, bench_norm, reasons, cosine, "
-           "max_abs_err) tuples: RowDigest's fields, in its order.")
+           [](const std::shared_ptr<CompareResult>& r, size_t n) { return row_digests(r, worst_rows(*r, n)); },
+           py::arg("n"), "row_digests of worst_rows(n), without a RowView per row.")
+      .def("row_digests", &row_digests, py::arg("indices"),
+           "The rows at indices as (name, entry, role, result, norm_rel_err_pct, target_norm, bench_norm, reasons, "
+           "cosine, max_abs_err) tuples: outcome.RowDigest's fields, in its order.")
       .def("__len__", [](const CompareResult& r) { return r.rows.size(); })
       .def("render_csv", &render_csv, "The CSV text.")
       .def("write_csv", &write_csv, py::arg("path"), py::call_guard<py::gil_scoped_release>(),

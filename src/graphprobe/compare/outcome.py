@@ -28,7 +28,6 @@ __all__ = [
     "digest_divergence",
     "digest_rows",
     "report_rows",
-    "row_digest",
 ]
 
 # Order used to rank rows and entries; unmatched rows are not "worse" than an
@@ -171,24 +170,6 @@ class CompareRun:
         return sum(o.counts.get(result, 0) for o in self.outcomes)
 
 
-def row_digest(row: Any) -> RowDigest:
-    """One engine row (a ``RowView``) as a picklable digest."""
-    t, b = row.target_stats, row.bench_stats
-    tm = row.tensor_metrics
-    return RowDigest(
-        name=row.name,
-        entry=row.entry,
-        role=row.role,
-        result=row.result,
-        norm_rel_err_pct=row.norm_rel_err_pct,
-        target_norm=t[3] if t else None,
-        bench_norm=b[3] if b else None,
-        reasons=tuple(row.reasons),
-        cosine=tm[0],
-        max_abs_err=tm[2],
-    )
-
-
 @dataclass(frozen=True)
 class Plot:
     """The execution-order plot's series: ``points`` for the ``entries``
@@ -238,5 +219,5 @@ def report_rows(result: Any, limit: int) -> list[RowDigest]:
         return [RowDigest(*t) for t in result.worst_row_digests(limit)]
     # The engine's worst-first order for matched rows, then unmatched rows in CSV order.
     rank = {row.index: k for k, row in enumerate(result.worst_rows(len(result)))}
-    rows = sorted(result.rows, key=lambda row: (rank.get(row.index, len(rank)), row.index))
-    return [row_digest(row) for row in rows]
+    order = sorted(range(len(result)), key=lambda i: (rank.get(i, len(rank)), i))
+    return [RowDigest(*t) for t in result.row_digests(order)]
