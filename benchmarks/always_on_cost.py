@@ -14,7 +14,9 @@ the variants share the machine's load. One step:
 * ``always-on L0`` / ``always-on mix`` -- graphprobe wired before
   compiling, every step's statistics (forward, backward,
   parameters_grad) into the history by :class:`FlightRecorder`
-  (``FlightRecorder.step(loss=...)``, full dumps kept around triggers only);
+  (``FlightRecorder.step(loss=...)``, full dumps kept around triggers only;
+  the recorder's default: no Sketch); ``+ Sketch``: ``FlightRecorder(...,
+  sketch=True)``, the Sketch's second CPU pass included;
 * ``dumper L0`` -- the same wiring with ``dumper.step()`` alone (dump.json
   every step, no history): the recorder's own share;
 * ``eager`` -- the model without ``torch.compile``, no tool: msprobe's baseline;
@@ -45,7 +47,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-VARIANTS = ("unwired", "always-on L0", "always-on mix", "dumper L0", "always-on L0 no-sketch", "always-on mix no-sketch",
+VARIANTS = ("unwired", "always-on L0", "always-on mix", "dumper L0", "always-on L0 + Sketch", "always-on mix + Sketch",
             "eager", "msprobe L0", "msprobe mix")
 
 
@@ -72,21 +74,22 @@ def _worker(variant: str, vocab: int, root: str, conn: Any) -> None:
     os.makedirs(folder)
     gen = torch.Generator().manual_seed(1)
     batches = [torch.randint(0, vocab, (2, 128), generator=gen) for _ in range(8)]
-    # "always-on L0 no-sketch": statistics.sketch false (the Sketch is a second CPU pass, sketch_cost.md).
-    sketch = not variant.endswith(" no-sketch")
-    level = variant.removesuffix(" no-sketch").split()[-1]
+    # FlightRecorder turns the Sketch off unless asked (a second CPU pass, sketch_cost.md);
+    # "always-on L0 + Sketch" asks for it.
+    sketch = variant.endswith(" + Sketch")
+    level = variant.removesuffix(" + Sketch").split()[-1]
     tool: Any = None
     debugger: Any = None
     run: Any = model
-    if variant.removesuffix(" no-sketch") in ("always-on L0", "always-on mix", "dumper L0"):
+    if variant.removesuffix(" + Sketch") in ("always-on L0", "always-on mix", "dumper L0"):
         from graphprobe import AclGraphDumper
         from graphprobe.history.recorder import FlightRecorder
 
-        dumper = AclGraphDumper(dump_path=os.path.join(folder, "dump"), level=level, statistics={"sketch": sketch})
+        dumper = AclGraphDumper(dump_path=os.path.join(folder, "dump"), level=level)
         dumper.start(model)
         tool = dumper
         if variant.startswith("always-on"):
-            tool = FlightRecorder(dumper, os.path.join(folder, "history"), every=100, keep=5)
+            tool = FlightRecorder(dumper, os.path.join(folder, "history"), every=100, keep=5, sketch=sketch)
     elif variant.startswith("msprobe"):
         from msprobe.pytorch import PrecisionDebugger
 

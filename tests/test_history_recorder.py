@@ -169,3 +169,54 @@ def pq_steps(hist: Path) -> list[int]:
     import pyarrow.parquet as pq
 
     return sorted({r["step"] for f in hist.rglob("*.parquet") for r in pq.read_table(f).to_pylist()})
+
+
+def _kept_records(root: Path) -> list[dict]:
+    """Every tensor record of the dumps kept on disk (forward inputs and outputs, parameters)."""
+    out = []
+    for path in sorted((root / "dump").glob("step*/*/dump.json")):
+        for entry in json.loads(path.read_text())["data"].values():
+            for part in entry.values():
+                for rec in part if isinstance(part, list) else part.values() if isinstance(part, dict) else []:
+                    if isinstance(rec, dict) and rec.get("type") == "torch.Tensor":
+                        out.append(rec)
+    return out
+
+
+@pytest.mark.parametrize("sketch", [False, True])
+def test_the_sketch_is_off_while_recording_unless_asked_for(tmp_path: Path, sketch: bool) -> None:
+    """Issue 39: on the CPU the Sketch is a second pass over every tensor and most of what leaving the
+    recorder on costs, so FlightRecorder turns it off by default; ``sketch=True`` keeps the dumper's
+    setting, and close() gives the dumper its own setting back."""
+    from sketch_reference import sketch as sketch_of
+
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": "statistics", "level": "L0", "dump_path": str(tmp_path / "dump")}))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 40), nn.Tanh(), nn.Linear(40, 3))
+    dumper = AclGraphDumper(str(cfg))
+    dumper.start(model)
+    x = torch.randn(8, 6)
+    try:
+        rec = FlightRecorder(dumper, tmp_path / "hist", keep=0, after=0, rule=None, sketch=sketch)
+        model(x)
+        rec.step()
+        rec.trigger("keep it")
+        model(x)
+        rec.step()
+        rec.close()
+        kept = _kept_records(tmp_path)
+        assert kept and all(r["dtype"] == "torch.float32" for r in kept)
+        assert all(("Sketch" in r) == sketch for r in kept), [sorted(r) for r in kept]
+        # After close() the dumper records with its own setting (statistics.sketch true) again.
+        dumper.step(dump=False)
+        out = model(x)
+        dumper.step()
+        dumper.flush()
+    finally:
+        dumper.stop()
+    last = max((tmp_path / "dump").glob("step*/*/dump.json"), key=lambda p: int(p.parent.parent.name[4:]))
+    data = json.loads(last.read_text())["data"]
+    got = data["Module.2.Linear.forward.0"]["output"][0]["Sketch"]
+    want = sketch_of(out.detach().double())
+    assert got == pytest.approx(want, rel=1e-6, abs=1e-6)

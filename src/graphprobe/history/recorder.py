@@ -33,9 +33,10 @@ import math
 import os
 import shutil
 import warnings
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+import queue
+import threading
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,45 @@ from graphprobe.history.writer import HistoryWriter
 __all__ = ["FlightRecorder", "Trigger"]
 
 _DIR_RE_RANK = "rank"
+
+
+def _run(ingest: Callable[..., Any], pending: tuple[Any, ...], explicit: list[str]) -> tuple[bool, Any]:
+    """One step read and judged: (True, its result) or (False, the exception, raised by _collect)."""
+    try:
+        return True, ingest(*pending, explicit)
+    except Exception as exc:  # handed to the caller's thread, never dropped
+        return False, exc
+
+
+def _work(inbox: queue.SimpleQueue[Any], outbox: queue.SimpleQueue[tuple[bool, Any]],
+          ingest: Callable[..., Any]) -> None:
+    """The recorder's thread: steps in order until None."""
+    while (job := inbox.get()) is not None:
+        outbox.put(_run(ingest, *job))
+
+
+def _at_exit(inbox: queue.SimpleQueue[Any], thread: threading.Thread) -> None:
+    """Lets ``thread`` finish its queued steps when the interpreter exits (before daemon threads are
+    stopped), the way concurrent.futures' executors do; ends at once after close() joined it."""
+    ref = weakref.ref(thread)
+
+    def finish() -> None:
+        t = ref()
+        if t is not None and t.is_alive():
+            inbox.put(None)
+            t.join()
+
+    register = getattr(threading, "_register_atexit", None)  # private; concurrent.futures relies on it
+    if register is not None:
+        register(finish)
+
+
+def _set_sketches(on: bool) -> None:
+    """The engine's Sketch switch (statistics.sketch), read by each record at run time, so code
+    already compiled follows it. Imported here: the history's queries run without the native engine."""
+    from graphprobe import _C
+
+    _C.set_sketches(on)
 
 
 @dataclass(frozen=True)
@@ -84,14 +124,28 @@ class FlightRecorder:
     :meth:`step` calls after it; False reads and judges on the caller's
     thread inside :meth:`step`, which then returns the triggers of the step
     it ended before (one call after it, at the cost of the reading).
+
+    ``sketch``: whether records keep the dumper's ``statistics.sketch``
+    while the recorder runs. False (the default) turns the Sketch off
+    where it costs a pass of its own over every tensor (the CPU kernel and
+    the ATen path of NPU and other devices): the history does not keep it,
+    and on the CPU it was most of what leaving the recorder on costs a
+    compiled training step (benchmarks/results/always_on.md: L0 1.08x with
+    it, 1.01x without). The dumps kept around a trigger then hold the four
+    statistics alone there, and compare judges them on those; the CUDA
+    kernel and fused statistics compute the Sketch in their one pass
+    whatever this says. ``close()`` gives the dumper its own setting back.
     """
 
     def __init__(self, dumper: Any, history: str | os.PathLike[str], every: int = 100, keep: int = 5,
                  after: int = 2, rule: AnomalyRule | None = AnomalyRule(), max_triggers: int = 10,
-                 on_trigger: Callable[[Trigger], None] | None = None, background: bool = True) -> None:
+                 on_trigger: Callable[[Trigger], None] | None = None, background: bool = True,
+                 sketch: bool = False) -> None:
         for name, value, low in (("keep", keep, 0), ("after", after, 0), ("max_triggers", max_triggers, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"FlightRecorder: {name} must be an int >= {low}, got {value!r}")
+        if not isinstance(sketch, bool):
+            raise ValueError(f"FlightRecorder: sketch must be True or False, got {sketch!r}")
         if not getattr(dumper, "_started_once", False):
             raise ValueError("FlightRecorder: start the dumper first (dumper.start(model)), then wrap it")
         self.dumper = dumper
@@ -115,16 +169,28 @@ class FlightRecorder:
         self._trigger_steps = 0  # steps whose triggers kept dumps
         # One thread, so steps are read and judged in order (the rule's windows, the ring of dumps);
         # its state (_writer, _windows, _on_disk, _pinned, ...) is touched by that thread alone.
-        self._pool: ThreadPoolExecutor | None = None
-        self._jobs: deque[Future[tuple[list[Trigger], list[str]]]] = deque()
+        # Steps go in through _inbox and come back, in order, through _outbox as (ok, result or
+        # exception); _in_flight counts those not yet taken back. Plain queues, not an executor:
+        # submit() and its Future were a third of what step() cost the caller (~0.03 ms).
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self._in_flight = 0
+        self._thread: threading.Thread | None = None
+        self.sketch = sketch
+        self._sketch_off = not sketch and self._dumper_live() and dumper.config.sketch
+        if self._sketch_off:
+            _set_sketches(False)
 
     def step(self, dump: bool = True, loss: float | Any | None = None) -> list[Trigger]:
         """``dumper.step(dump)``, then the previous step into the history;
         returns the triggers of that previous step. ``loss``: this step's loss
         (a number or a one-element tensor), judged with the records."""
-        folder = self.dumper._step_dir() if dump else None
         number = self.dumper.step_number
+        self.dumper._last_step_dir = None
         self.dumper.step(dump)
+        # The folder that step() named (naming it again here cost a fifth of this call); a dumper that
+        # recorded nothing (stopped, a rank not selected) named none: its step's name, no dump.json in it.
+        folder = (self.dumper._last_step_dir or self._folder_of(number)) if dump else None
         self._submit()
         if dump:
             self._pending = (number, folder, None if loss is None else float(loss))
@@ -144,14 +210,31 @@ class FlightRecorder:
         try:
             fired = self._collect(keep=0)
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+            self._stop_thread()
+            if self._sketch_off:
+                self._sketch_off = False
+                if self._dumper_live():  # stop() already reset the switch otherwise
+                    _set_sketches(self.dumper.config.sketch)
         if self._writer is not None:
             self._writer.close()
         return fired
 
     # -- internals ---------------------------------------------------------
+
+    def _folder_of(self, number: int) -> str:
+        """The dump folder of step ``number`` (the dumper's own naming)."""
+        saved, self.dumper._step = self.dumper._step, number
+        try:
+            return self.dumper._step_dir()
+        finally:
+            self.dumper._step = saved
+
+    def _dumper_live(self) -> bool:
+        """Whether the wrapped dumper is the one recording now (started, not stopped)."""
+        from graphprobe.dumper import AclGraphDumper
+
+        wired = getattr(self.dumper, "_wired", None)
+        return bool(getattr(self.dumper, "_active", False)) and wired is not None and AclGraphDumper._live is wired
 
     def _submit(self) -> None:
         """Hands the pending step (with the explicit triggers given since it ended) to the thread."""
@@ -162,17 +245,24 @@ class FlightRecorder:
                               stacklevel=3)
             return
         pending, self._pending = self._pending, None
+        self._in_flight += 1
         if not self.background:
-            done: Future[tuple[list[Trigger], list[str]]] = Future()
-            try:
-                done.set_result(self._ingest(*pending, explicit))
-            except Exception as exc:  # raised by _collect, as the thread's failures are
-                done.set_exception(exc)
-            self._jobs.append(done)
+            self._outbox.put(_run(self._ingest, pending, explicit))
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphprobe-flight-recorder")
-        self._jobs.append(self._pool.submit(self._ingest, *pending, explicit))
+        if self._thread is None:
+            self._thread = threading.Thread(target=_work, args=(self._inbox, self._outbox, self._ingest),
+                                            name="graphprobe-flight-recorder", daemon=True)
+            self._thread.start()
+            # A run that ends without close(): the step in flight is finished at interpreter exit (as
+            # an executor's would be), not cut off with the daemon thread.
+            _at_exit(self._inbox, self._thread)
+        self._inbox.put((pending, explicit))
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._inbox.put(None)
+            self._thread.join()
+            self._thread = None
 
     def _collect(self, keep: int) -> list[Trigger]:
         """Waits for all but the ``keep`` newest steps handed over; on the
@@ -180,12 +270,13 @@ class FlightRecorder:
         raised (after the steps before it are delivered)."""
         fired: list[Trigger] = []
         failure: BaseException | None = None
-        while len(self._jobs) > keep:
-            try:
-                found, notes = self._jobs.popleft().result()
-            except Exception as exc:  # the other steps are still delivered; the first failure is raised
-                failure = failure or exc
+        while self._in_flight > keep:
+            ok, result = self._outbox.get()
+            self._in_flight -= 1
+            if not ok:  # the other steps are still delivered; the first failure is raised
+                failure = failure or result
                 continue
+            found, notes = result
             for note in notes:
                 warnings.warn(note, RuntimeWarning, stacklevel=3)
             self.triggers += found
