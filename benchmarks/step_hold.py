@@ -22,7 +22,8 @@ ratios ``step / collect``.
 ``--models transformer-s`` also times ``step()`` after each forward of a
 model of :mod:`benchmarks.models` (eager, L0, ``torch.no_grad()`` as the
 suite runs it): a model with parameters, whose wiring also counts parameter
-gradients (issue 39 found step() walking every parameter there each step). Runs with any graphprobe build that has the public
+gradients (issue 39 found step() walking every parameter there each step);
+with ``--recorder``, ``FlightRecorder.step()`` against ``dumper.step()`` on it. Runs with any graphprobe build that has the public
 dumper API, so the same file measures the code before and after a change.
 """
 
@@ -134,6 +135,47 @@ def model_step_hold(name: str, device: torch.device, repeats: int = 200) -> dict
             "collect_s": statistics.median(kinds["collect"]), "repeats": repeats}
 
 
+def recorder_step_hold(name: str, device: torch.device, repeats: int = 200) -> dict[str, Any]:
+    """``FlightRecorder.step()`` and ``dumper.step()`` on one dumper, after
+    each forward of the model ``name`` (eager, L0, no_grad), interleaved; the
+    writer and the recorder's thread idle before each timed call (as after a
+    real iteration, which is longer than reading one step). Issue 39: the
+    recorder's step() on the caller's thread <= 0.1 ms. The rounds timed
+    with ``dumper.step()`` alone are steps the recorder never reads."""
+    from benchmarks.models import MODELS
+
+    from graphprobe.history.recorder import FlightRecorder
+
+    spec = MODELS[name]
+    model, x = spec.build(device), spec.make_input(device)
+    root = tempfile.mkdtemp(prefix="graphprobe-step-hold-")
+    dumper = graphprobe.AclGraphDumper(dump_path=os.path.join(root, "dump"), level="L0")
+    graphprobe.AclGraphDumper._started = None
+    dumper.start(model)
+    rec = FlightRecorder(dumper, os.path.join(root, "history"), every=100, keep=2, rule=None)
+    kinds: dict[str, list[float]] = {"recorder": [], "dumper": []}
+    gc.collect()
+    gc.disable()
+    try:
+        with torch.no_grad():
+            for r in range(repeats + 3):
+                for kind in (list(kinds) if r % 2 else list(kinds)[::-1]):
+                    model(x)
+                    saving.flush()
+                    while rec._outbox.qsize() < rec._in_flight:  # the recorder's thread done
+                        time.sleep(0.0002)
+                    took = _timed(rec.step if kind == "recorder" else dumper.step)
+                    if r >= 3:
+                        kinds[kind].append(took)
+        rec.close()
+    finally:
+        gc.enable()
+        dumper.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return {"model": name, "recorder_s": statistics.median(kinds["recorder"]),
+            "dumper_s": statistics.median(kinds["dumper"]), "repeats": repeats}
+
+
 def step_hold(device: torch.device, record_counts: tuple[int, ...] = (16, 100), repeats: int = 200) -> list[dict[str, Any]]:
     """One row per record count (see the module docstring). Starts and stops
     its own dumpers: call it while no other dumper is started."""
@@ -152,6 +194,8 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--records", type=int, nargs="+", default=[16, 100])
     parser.add_argument("--models", nargs="*", default=[], help="models of benchmarks.models, e.g. transformer-s")
+    parser.add_argument("--recorder", action="store_true",
+                        help="with --models: FlightRecorder.step() against dumper.step() (issue 39)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"graphprobe from {os.path.dirname(graphprobe.__file__)}")
@@ -160,6 +204,11 @@ if __name__ == "__main__":
 
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script
     for name in args.models:
+        if args.recorder:
+            row = recorder_step_hold(name, torch.device("cpu"), args.repeats)
+            print(f"{name}: FlightRecorder.step {row['recorder_s'] * 1e3:.3f} ms, "
+                  f"dumper.step {row['dumper_s'] * 1e3:.3f} ms")
+            continue
         row = model_step_hold(name, torch.device("cpu"), args.repeats)
         print(f"{name}: step {row['step_s'] * 1e3:.3f} ms, step(dump=False) {row['collect_s'] * 1e3:.3f} ms")
     for row in step_hold(torch.device("cpu"), tuple(args.records), args.repeats):
