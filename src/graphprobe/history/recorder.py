@@ -31,12 +31,12 @@ import dataclasses
 import json
 import math
 import os
-import shutil
-import warnings
-from collections.abc import Callable
 import queue
+import shutil
 import threading
+import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ def _run(ingest: Callable[..., Any], pending: tuple[Any, ...], explicit: list[st
     """One step read and judged: (True, its result) or (False, the exception, raised by _collect)."""
     try:
         return True, ingest(*pending, explicit)
-    except Exception as exc:  # handed to the caller's thread, never dropped
+    except BaseException as exc:  # handed to the caller's thread, never dropped; the thread lives on
         return False, exc
 
 
