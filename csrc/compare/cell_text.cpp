@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "compare/shortest_double.h"
+
 namespace graphprobe::compare {
 
 std::string format_number(double v) {
@@ -19,11 +21,12 @@ void append_number(std::string& out, double v) {
   } else {
     // Written in place: through a buffer, the copy (a memmove call per
     // number) was a quarter of the time spent on numbers in the CSV.
-    // 32 bytes hold the longest shortest form ("-2.2250738585072014e-308").
+    // write_shortest, not std::to_chars: the same text (checked), ~1.6x
+    // faster a number, the CSV step 1.2x (shortest_double.h).
     const size_t at = out.size();
-    out.resize(at + 32);
-    const auto res = std::to_chars(out.data() + at, out.data() + out.size(), v);
-    out.resize(static_cast<size_t>(res.ptr - out.data()));
+    out.resize(at + kShortestDoubleRoom);
+    char* end = write_shortest(out.data() + at, v);
+    out.resize(static_cast<size_t>(end - out.data()));
   }
 }
 
