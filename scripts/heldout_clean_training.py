@@ -4,10 +4,11 @@ BatchNorm and ConvNeXt, vision, from the 2026-12-02 evening run on),
 fp32 at L0 and bf16 at mix, judged as the matrix's clean pairs are
 (tests/real_model_training.py): every pair should be silent.
 
-    .venv/bin/python scripts/heldout_clean_training.py phi3,stablelm,falcon,bloom,olmoe [OUT [DTYPE:LEVEL,... [LOSS]]]
+    .venv/bin/python scripts/heldout_clean_training.py phi3,stablelm,falcon,bloom,olmoe [OUT [DTYPE:LEVEL,... [LOSS [AUTOCAST]]]]
 
 (default configurations: fp32:L0,bf16:mix; e.g. fp16:L0,fp32:mix,bf16:L0 for the others;
-LOSS: square-mean, the default, or head -- tests/real_model_training.py, LOSS)
+LOSS: square-mean, the default, or head -- tests/real_model_training.py, LOSS;
+AUTOCAST: bfloat16 or float16, the forward under torch.autocast with fp32 weights -- use DTYPE fp32)
 
 First run (2026-12-02, torch 2.13.0 CPU, at 8323981): 11 of 18 pairs silent.
 False alarms: phi3 bf16 mix (steps 0 and 1: Tensor.to.13.backward, Torch.matmul.2.forward),
@@ -81,6 +82,8 @@ if __name__ == "__main__":
     pairs = [tuple(c.split(":")) for c in (sys.argv[3] if len(sys.argv) > 3 else "fp32:L0,bf16:mix").split(",")]
     if len(sys.argv) > 4:
         T.LOSS = sys.argv[4]
+    if len(sys.argv) > 5:  # bfloat16 or float16: the forward under torch.autocast, float32 weights
+        T.AUTOCAST = getattr(torch, sys.argv[5])
     configs = [(a, d, l) for a in sys.argv[1].split(",") for d, l in pairs]
     for name, dt, level in configs:
         try:

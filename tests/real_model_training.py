@@ -64,10 +64,16 @@ def loss_of(out: Any) -> torch.Tensor:
 # model's loss is; the gradients then carry signal, not residue.
 LOSS = "square-mean"
 
+# Mixed precision as most training runs it: float32 weights and optimizer,
+# the forward and the loss under torch.autocast with this dtype (None: off).
+# The model's own dtype ("fp32") is then that of its master weights.
+AUTOCAST: torch.dtype | None = None
+
 
 def _mode(backend: str) -> str:
-    """A training case's mode: the backend, and the loss when not the default."""
-    return backend if LOSS == "square-mean" else f"{backend}, {LOSS} loss"
+    """A training case's mode: the backend, the loss when not the default, autocast when on."""
+    mode = backend if LOSS == "square-mean" else f"{backend}, {LOSS} loss"
+    return mode if AUTOCAST is None else f"{mode}, autocast {str(AUTOCAST).removeprefix('torch.')}"
 
 
 def _head_loss(t: torch.Tensor) -> torch.Tensor:
@@ -127,7 +133,8 @@ def record(model: nn.Module, inputs: rm.Inputs, level: str, backend: Any, out_di
             for phase in phases:
                 phase()
                 if train:
-                    loss = loss_of(runner(*args, **kwargs))
+                    with torch.autocast("cpu", dtype=AUTOCAST) if AUTOCAST is not None else contextlib.nullcontext():
+                        loss = loss_of(runner(*args, **kwargs))
                     loss.backward()
                     opt.step()  # type: ignore[union-attr]
                     opt.zero_grad()  # type: ignore[union-attr]
