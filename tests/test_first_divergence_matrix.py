@@ -27,6 +27,7 @@ pytest.importorskip("transformers")
 
 import real_model_faults as F  # noqa: E402
 import real_model_training as T  # noqa: E402
+import real_models as rm  # noqa: E402
 
 SLOW = os.environ.get("GRAPHPROBE_SLOW_TESTS") == "1"
 SWITCHABLE = ("scale", "softmax", "precision", "routing", "decomp")
@@ -48,6 +49,10 @@ REDUCED_TRAIN = [("bert", "fp32", "L0"), ("opt", "bf16", "mix")]
 # between eager and inductor in float32, and no x1.001 fault is above that.
 REDUCED_HEAD_GRAD = [("gpt2", "bf16", "L0")]
 REDUCED_HEAD_TRAIN = [("opt", "fp32", "L0")]
+# Mixed precision as most training runs it: float32 weights, the forward under
+# torch.autocast(bfloat16) (T.AUTOCAST), a language model's loss.
+REDUCED_AUTOCAST_TRAIN = [("llama", "fp32", "mix")]
+REDUCED_AUTOCAST_GRAD = [("bert", "fp32", "L0")]
 
 if SLOW:
     FORWARD = [(m, d, lv, tuple(k for k in F.FAULT_KINDS if k != "grad" and F.applicable(F.ARCHS[m], k)))
@@ -55,9 +60,11 @@ if SLOW:
     GRAD = list(itertools.product(F.ARCHS, ("fp32", "bf16"), ("L0", "mix")))
     CLEAN, TRAIN = T.CLEAN, T.CLEAN_TRAIN
     HEAD_GRAD, HEAD_TRAIN = GRAD, T.CLEAN_TRAIN
+    AUTOCAST_TRAIN = AUTOCAST_GRAD = [(m, "fp32", lv) for m, _, lv in T.CLEAN_TRAIN]
 else:
     FORWARD, GRAD, CLEAN, TRAIN = REDUCED_FORWARD, REDUCED_GRAD, REDUCED_CLEAN, REDUCED_TRAIN
     HEAD_GRAD, HEAD_TRAIN = REDUCED_HEAD_GRAD, REDUCED_HEAD_TRAIN
+    AUTOCAST_TRAIN, AUTOCAST_GRAD = REDUCED_AUTOCAST_TRAIN, REDUCED_AUTOCAST_GRAD
 
 # Cases the compare engine at 55315f6 gets wrong (the baseline of
 # benchmarks/results/real_model_matrix.md): strict xfail, so that each one
@@ -156,6 +163,28 @@ def test_clean_training_steps_with_a_language_model_loss_are_silent(name, dt, le
     cases = T.clean_training(name, dt, level, str(tmp_path))
     loud = [T.describe(c) + (f"; {c.message}" if c.message else "") for c in cases if c.outcome != "silent"]
     assert not loud, loud
+
+
+@pytest.mark.parametrize("name,dt,level", AUTOCAST_TRAIN)
+def test_clean_training_steps_under_autocast_are_silent(name, dt, level, tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "LOSS", "head")
+    monkeypatch.setattr(T, "AUTOCAST", torch.bfloat16)
+    cases = T.clean_training(name, dt, level, str(tmp_path))
+    loud = [T.describe(c) + (f"; {c.message}" if c.message else "") for c in cases if c.outcome != "silent"]
+    assert not loud, loud
+
+
+@pytest.mark.parametrize("name,dt,level", AUTOCAST_GRAD)
+def test_backward_only_gradient_scale_under_autocast_named(name, dt, level, tmp_path, monkeypatch):
+    """The gradient the fault scales is bfloat16 under autocast: it is sized as a bfloat16 fault
+    (x1.01); the float32 size, x1.001, is under half a bfloat16 ulp and rounds back to the same
+    gradient (benchmarks/results/real_model_matrix.md, "Mixed precision")."""
+    monkeypatch.setattr(T, "LOSS", "head")
+    monkeypatch.setattr(T, "AUTOCAST", torch.bfloat16)
+    monkeypatch.setitem(rm.FAULT_SCALE, dt, rm.FAULT_SCALE["bf16"])
+    c = T.grad_fault(name, dt, level, str(tmp_path))
+    assert c.effect == 0.0, f"the gradient fault changed the forward (loss moved {c.effect})"
+    _assert_named(c)
 
 
 @pytest.mark.parametrize("name,dt,level", _params(CLEAN, "clean"))
