@@ -114,25 +114,37 @@ def model_step_hold(name: str, device: torch.device, repeats: int = 200) -> dict
     dumper = graphprobe.AclGraphDumper(config)
     graphprobe.AclGraphDumper._started = None
     dumper.start(model)
-    kinds: dict[str, list[float]] = {"step": [], "collect": []}
+    try:
+        took = _interleaved(model, x, {"step": dumper.step, "collect": lambda: dumper.step(dump=False)}, repeats,
+                            saving.flush)
+        dumper.flush()
+    finally:
+        dumper.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return {"model": name, "step_s": took["step"], "collect_s": took["collect"], "repeats": repeats}
+
+
+def _interleaved(model: torch.nn.Module, x: torch.Tensor, calls: dict[str, Callable[[], Any]], repeats: int,
+                 settle: Callable[[], None]) -> dict[str, float]:
+    """Each round: per call (in alternating order) a forward and ``settle()``,
+    not timed, then the call, timed; the medians (s) over ``repeats`` rounds
+    after three that create the slots. The garbage collector is off inside (a
+    collection would land in whichever call allocates next)."""
+    times: dict[str, list[float]] = {k: [] for k in calls}
     gc.collect()
     gc.disable()
     try:
         with torch.no_grad():
-            for r in range(repeats + 3):  # the first rounds create the slots
-                for kind in (list(kinds) if r % 2 else list(kinds)[::-1]):
+            for r in range(repeats + 3):
+                for kind in (list(calls) if r % 2 else list(calls)[::-1]):
                     model(x)
-                    saving.flush()
-                    took = _timed(dumper.step if kind == "step" else lambda: dumper.step(dump=False))
+                    settle()
+                    took = _timed(calls[kind])
                     if r >= 3:
-                        kinds[kind].append(took)
-        dumper.flush()
+                        times[kind].append(took)
     finally:
         gc.enable()
-        dumper.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    return {"model": name, "step_s": statistics.median(kinds["step"]),
-            "collect_s": statistics.median(kinds["collect"]), "repeats": repeats}
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def recorder_step_hold(name: str, device: torch.device, repeats: int = 200) -> dict[str, Any]:
@@ -153,27 +165,19 @@ def recorder_step_hold(name: str, device: torch.device, repeats: int = 200) -> d
     graphprobe.AclGraphDumper._started = None
     dumper.start(model)
     rec = FlightRecorder(dumper, os.path.join(root, "history"), every=100, keep=2, rule=None)
-    kinds: dict[str, list[float]] = {"recorder": [], "dumper": []}
-    gc.collect()
-    gc.disable()
+
+    def settle() -> None:
+        saving.flush()
+        while rec._outbox.qsize() < rec._in_flight:  # the recorder's thread done
+            time.sleep(0.0002)
+
     try:
-        with torch.no_grad():
-            for r in range(repeats + 3):
-                for kind in (list(kinds) if r % 2 else list(kinds)[::-1]):
-                    model(x)
-                    saving.flush()
-                    while rec._outbox.qsize() < rec._in_flight:  # the recorder's thread done
-                        time.sleep(0.0002)
-                    took = _timed(rec.step if kind == "recorder" else dumper.step)
-                    if r >= 3:
-                        kinds[kind].append(took)
+        took = _interleaved(model, x, {"recorder": rec.step, "dumper": dumper.step}, repeats, settle)
         rec.close()
     finally:
-        gc.enable()
         dumper.stop()
         shutil.rmtree(root, ignore_errors=True)
-    return {"model": name, "recorder_s": statistics.median(kinds["recorder"]),
-            "dumper_s": statistics.median(kinds["dumper"]), "repeats": repeats}
+    return {"model": name, "recorder_s": took["recorder"], "dumper_s": took["dumper"], "repeats": repeats}
 
 
 def step_hold(device: torch.device, record_counts: tuple[int, ...] = (16, 100), repeats: int = 200) -> list[dict[str, Any]]:
