@@ -5,7 +5,7 @@
 #     the system Python; a torch 2.13.0 already there is reused, not copied);
 #  2. torch 2.13.0 (CPU build) and what graphprobe needs installed into it;
 #     with --tools also the tools of the tests and of long runs (pytest,
-#     transformers, pyarrow, duckdb, dask, msprobe);
+#     transformers, pyarrow, duckdb, dask);
 #  3. graphprobe installed into it in editable mode (the `graphprobe` command);
 #  4. the two C++ modules built in place (src/graphprobe/*.so) in the
 #     persistent build/ folder: ninja recompiles only what changed, ccache is
@@ -60,14 +60,9 @@ fi
 # (pyproject's "xlsx"), so that --xlsx works on first use in this .venv.
 # Tools: pytest, hypothesis; transformers (pinned; it does not depend on
 # torch): third-party models for the tests; pyarrow, duckdb, dask,
-# distributed: graphprobe.history (docs/history.md, pyproject's "history");
-# mindstudio-probe (msprobe, pinned; it does not depend on torch, and torch
-# stays pinned in the same command): the tests that run msprobe's own
-# `msprobe compare` on our dumps (issue 35's acceptance) and the always-on
-# benchmark's msprobe variants -- skipped, not run, without it.
+# distributed: graphprobe.history (docs/history.md, pyproject's "history").
 DEPS=("torch==2.13.0" "numpy" "setuptools>=64" "wheel" "ninja" "openpyxl>=3.1")
-TOOLS=("pytest" "hypothesis" "transformers==4.57.1" "pyarrow==26.0.1" "duckdb==2.0.1" "dask[dataframe]==2026.8.0" "distributed==2026.8.0"
-       "mindstudio-probe==26.2.0")
+TOOLS=("pytest" "hypothesis" "transformers==4.57.1" "pyarrow==26.0.1" "duckdb==2.0.1" "dask[dataframe]==2026.8.0" "distributed==2026.8.0")
 want=("${DEPS[@]}")
 [ "$with_tools" = 1 ] && want+=("${TOOLS[@]}")
 deps_stamp=$VENV/.graphprobe-deps
