@@ -131,7 +131,7 @@ class FlightRecorder:
     the ATen path of NPU and other devices): the history does not keep it,
     and on the CPU it was most of what leaving the recorder on costs a
     compiled training step (benchmarks/results/always_on.md: L0 1.08x with
-    it, 1.01x without). The dumps kept around a trigger then hold the four
+    it, 1.01-1.03x without). The dumps kept around a trigger then hold the four
     statistics alone there, and compare judges them on those; the CUDA
     kernel and fused statistics compute the Sketch in their one pass
     whatever this says. ``close()`` gives the dumper its own setting back.
