@@ -202,7 +202,6 @@ class AclGraphDumper:
         self._step_prefix: str | None = None
         self._rank_leaf: tuple[int, str] | None = None
         self._pid_leaf: tuple[int, str] | None = None
-        self._last_step_dir: str | None = None  # the folder the latest recording step() named
 
     @property
     def step_number(self) -> int:
@@ -323,8 +322,8 @@ class AclGraphDumper:
             return
         recording = self._enabled
         config = self.config
-        # Named once per step: the replay and the dump use the same folder (and FlightRecorder reads it).
-        step_dir = self._last_step_dir = self._step_dir() if dump else None
+        # Named once per step: the replay and the dump use the same folder.
+        step_dir = self._step_dir() if dump else None
         wired = self._wired
         if wired is not None:
             # Parameter gradients as the optimizer sees them (wiring/backward.py), then "replay": this

@@ -185,12 +185,9 @@ class FlightRecorder:
         """``dumper.step(dump)``, then the previous step into the history;
         returns the triggers of that previous step. ``loss``: this step's loss
         (a number or a one-element tensor), judged with the records."""
+        folder = self.dumper._step_dir() if dump else None
         number = self.dumper.step_number
-        self.dumper._last_step_dir = None
         self.dumper.step(dump)
-        # The folder that step() named (naming it again here cost a fifth of this call); a dumper that
-        # recorded nothing (stopped, a rank not selected) named none: its step's name, no dump.json in it.
-        folder = (self.dumper._last_step_dir or self._folder_of(number)) if dump else None
         self._submit()
         if dump:
             self._pending = (number, folder, None if loss is None else float(loss))
@@ -220,14 +217,6 @@ class FlightRecorder:
         return fired
 
     # -- internals ---------------------------------------------------------
-
-    def _folder_of(self, number: int) -> str:
-        """The dump folder of step ``number`` (the dumper's own naming)."""
-        saved, self.dumper._step = self.dumper._step, number
-        try:
-            return self.dumper._step_dir()
-        finally:
-            self.dumper._step = saved
 
     def _dumper_live(self) -> bool:
         """Whether the wrapped dumper is the one recording now (started, not stopped)."""
