@@ -375,6 +375,54 @@ def test_compiled_backward_records_as_eager(write_config, tmp_path, level):
                         assert_stats_close(g, w, 1e-5, f"{name}.{part}.{i}")
 
 
+class _NestedOutputs(nn.Module):
+    """Returns its gradients in nested containers, as transformers' encoders
+    do (a ModelOutput dict holding a tuple of hidden states)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> dict[str, Any]:
+        h = self.fc(x)
+        return {"last": h, "all": (x, (h * 2.0, None)), "n": 3}
+
+
+class _UsesNested(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _NestedOutputs()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.inner(x)
+        return out["last"] + out["all"][1][0]
+
+
+def test_nested_output_containers_trace_without_a_graph_break(write_config, tmp_path):
+    """A tuple inside a module's output dict: the backward probe's rebuild
+    compared containers with ``is``, which dynamo cannot trace; the graph
+    break in the forward hook ran the hook twice (the module recorded as
+    forward.0 and forward.1, its backward record written twice)."""
+    names = {}
+    for mode in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = _UsesNested()
+        dumper = AclGraphDumper(write_config(level="L0", dump_path=str(tmp_path / mode)))
+        dumper.start(model)
+        try:
+            run = model if mode == "eager" else torch.compile(model, backend="aot_eager", fullgraph=True)
+            run(_x().requires_grad_()).sum().backward()
+            dumper.step()
+        finally:
+            dumper.stop()
+            torch._dynamo.reset()
+        names[mode] = list(_read(str(tmp_path / mode), 0))
+    assert names["aot_eager"] == names["eager"]
+    assert "Module.inner._NestedOutputs.backward.0" in names["eager"]
+    assert not any(".forward.1" in n for n in names["eager"])
+
+
 class _Experts(nn.Module):
     """An MoE layer that routes with data (a graph break per expert): each
     expert is called from code that runs eagerly between graphs, so its

@@ -93,9 +93,10 @@ from typing import Any, Callable, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from graphprobe.wiring import api_backward, backward, own_calls
+from graphprobe.wiring import api_backward, backward, own_calls, scripted
 from graphprobe.wiring.dynamo_frames import run_eagerly_from_eager_code
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output
+from graphprobe.wiring.scripted import ScriptInlining
 from graphprobe.wiring.symbolic import concrete_numbers
 
 __all__ = ["ApiWiring", "DEFAULT_APIS", "INLINED_BY_DYNAMO", "OPERATOR_METHODS", "resolve_apis"]
@@ -369,7 +370,7 @@ class _ApiMode(TorchFunctionMode):
     def _probe_call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         found = self.lookup(func)
         # is_compiling() first: dynamo folds it, and never traces the frame walk.
-        if found is None or (not torch.compiler.is_compiling() and _called_by_compiled_code()):
+        if found is None or scripted.paused() or (not torch.compiler.is_compiling() and _called_by_compiled_code()):
             return own_calls.outside(func, args, kwargs)
         entry, layout = found
         # The mode is off while its __torch_function__ runs, so neither the
@@ -471,10 +472,12 @@ class ApiWiring:
         self._model: weakref.ref[torch.nn.Module] | None = None
         self._wrapper: weakref.ref[Callable[..., Any]] | None = None
         self._fastpath = False
+        self._scripts: ScriptInlining | None = None
         if not self.entries:
             return
         saved = model.__dict__.get("forward")  # usually None: forward is the class's method
         mode = _ApiMode(self.entries, grads)
+        self._scripts = ScriptInlining(model)
         inner = model.forward
         wired = self._wired = [True]
 
@@ -499,6 +502,9 @@ class ApiWiring:
         if self._fastpath:
             self._fastpath = False
             _fastpath_release()
+        scripts, self._scripts = self._scripts, None
+        if scripts is not None:
+            scripts.remove()
         if model_ref is None:
             return
         self._wired[0] = False

@@ -380,29 +380,40 @@ def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
 def _rebuild(value: Any, outs: Any, depth: int) -> Any:
     """``value`` with each tensor that wants a gradient replaced by the next
     of ``outs``; containers without such a tensor are left as they are."""
+    return _rebuilt(value, outs, depth)[0]
+
+
+def _rebuilt(value: Any, outs: Any, depth: int) -> tuple[Any, bool]:
+    # Whether anything changed is carried along rather than found by
+    # ``new is not old``: dynamo cannot trace ``is`` between two tuples, and
+    # a graph break in a forward hook made it run the hook's traced half and
+    # then the whole hook again eagerly (a module's records written twice).
     if _wants_grad(value):
-        return next(outs)
+        return next(outs), True
     if depth >= probe.MAX_DEPTH:
-        return value
+        return value, False
     if isinstance(value, tuple):
-        items = [_rebuild(v, outs, depth + 1) for v in value]
-        if all(new is old for new, old in zip(items, value)):
-            return value
-        return _construct(value, items)
+        pairs = [_rebuilt(v, outs, depth + 1) for v in value]
+        if not any(changed for _, changed in pairs):
+            return value, False
+        return _construct(value, [new for new, _ in pairs]), True
     if isinstance(value, list):
+        any_changed = False
         for i, v in enumerate(value):
-            new = _rebuild(v, outs, depth + 1)
-            if new is not v:
+            new, changed = _rebuilt(v, outs, depth + 1)
+            if changed:
                 value[i] = new
-        return value
+                any_changed = True
+        return value, any_changed
     if isinstance(value, dict):
+        any_changed = False
         for k in list(value.keys()):
-            old = value[k]
-            new = _rebuild(old, outs, depth + 1)
-            if new is not old:
+            new, changed = _rebuilt(value[k], outs, depth + 1)
+            if changed:
                 value[k] = new
-        return value
-    return value
+                any_changed = True
+        return value, any_changed
+    return value, False
 
 
 class ParamGradRecorder:
