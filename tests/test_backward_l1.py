@@ -195,6 +195,48 @@ def test_in_place_apis_get_no_backward_record_and_keep_their_semantics(write_con
         assert names == ["Tensor.__mul__.0.backward", "Functional.linear.0.backward"], (mode, names)
 
 
+class _Router(nn.Module):
+    """Mixtral's router: the top-k values read (their sum), then normalised
+    in place by that sum."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.gate = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = torch.softmax(self.gate(x), dim=-1)
+        w, _ = torch.topk(p, 2, dim=-1)
+        w /= w.sum(dim=-1, keepdim=True)
+        return w * torch.arange(1.0, 3.0, dtype=x.dtype)
+
+
+def test_an_output_read_then_updated_in_place_records_its_whole_gradient(write_config, tmp_path):
+    """The gradient of topk's values is the sum's part and the division's:
+    eager mode recorded the sum's part alone (its probe's node sees only the
+    reads before the update), 2.7x too large here; compiled code recorded
+    the whole. Reference: float64 autograd on a float64 twin, in this test."""
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+    twin = _Router().double()
+    p = torch.softmax(twin.gate(x.double()), dim=-1)
+    w, _ = torch.topk(p, 2, dim=-1)
+    (grad,) = torch.autograd.grad((w / w.sum(dim=-1, keepdim=True) * torch.arange(1.0, 3.0, dtype=torch.float64)).sum(), w)
+    for mode in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        model = _Router()
+        dumper = AclGraphDumper(write_config(level="L1", dump_path=str(tmp_path / mode)))
+        dumper.start(model)
+        try:
+            run: Any = model if mode == "eager" else torch.compile(model, backend=mode)
+            run(x).sum().backward()
+            dumper.step()
+        finally:
+            dumper.stop()
+            torch._dynamo.reset()
+        record = _read(tmp_path / mode)["Torch.topk.0.backward"]
+        assert_stats_close(record["input"][0], stats64(grad), RTOL, f"{mode}: topk's values' gradient")
+
+
 def test_dropout_with_p_zero_has_no_backward_record(write_config, tmp_path):
     """msprobe's rule (PytorchHookManager._register_backward_pre_hook)."""
 

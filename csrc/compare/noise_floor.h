@@ -23,6 +23,10 @@ struct NoiseFloor {
   // Sketch: the relative L2 error of the whole tensor it estimates (every
   // element's rounding counts, none averages out, and none is singled out).
   double sketch;
+  // One element's rounding, an ulp of the dtype: the floor of Mean, Norm and
+  // the Sketch of a tensor whose Norm rests on a few elements is this over
+  // the square root of their number (first_divergence.cpp, few_elements_floor).
+  double element;
 };
 
 // The table, most precise first; the last row ("exact") is integers, bool

@@ -196,6 +196,11 @@ struct RowError {
   // tensor's own RMS (a cancellation: a record far smaller than what
   // produced it); 0 otherwise.
   double produced_from_rms = 0;
+  // The floor of Mean, Norm and the Sketch where the bench tensor's Norm
+  // rests on a few elements (first_divergence.cpp, few_elements_floor),
+  // before floor_scale; 0 where the table's floors are higher.
+  double few_elements = 0;
+  double effective_elements = 0;  // the number of elements it assumed
   const NoiseFloor* floor = nullptr;  // the bench dtype's row of the table
   bool floor_assumed = false;         // a floating dtype the table does not name
   bool floor_from_upstream = false;   // measured against the coarser floor of the data upstream

@@ -129,8 +129,8 @@ class GradProbe(torch.autograd.Function):
 class _EagerGradProbe(GradProbe):
     """:class:`GradProbe` with a ``jvp``, applied in eager code: dynamo
     refuses to trace a Function that defines one, and forward-mode AD through
-    compiled code is not traced either. An output's probe also takes a
-    :class:`_Bypass` (below), which its backward marks as run."""
+    compiled code is not traced either. An output's probe may carry a
+    :class:`_Bypass` (below), whose hook then records instead."""
 
     @staticmethod
     def forward(x: torch.Tensor, site: int, index: int, bypass: Any = None) -> torch.Tensor:  # type: ignore[override]
@@ -143,7 +143,7 @@ class _EagerGradProbe(GradProbe):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
         if ctx.bypass is not None:
-            ctx.bypass.probe_ran = True
+            return grad, None, None, None  # the base's hook records (_Bypass)
         return GradProbe.backward(ctx, grad) + (None,)
 
     @staticmethod
@@ -169,29 +169,28 @@ def _record_eager(grad: torch.Tensor, site: int, index: int) -> None:
 
 
 class _Bypass:
-    """The gradient of an eager output whose probe an in-place update
-    bypassed. The probe returns a view of the output (an ordinary view, see
-    :func:`_allow_in_place`); when the program updates that view in place
-    (Falcon's ``mlp_output += attention_output``), autograd sends the
-    gradient of the value before the update through the view's base, and
-    the probe's node is never run. A hook on the base, registered before the
-    update, still receives that gradient (it stays with the base's node of
-    the time): it records it when the probe did not run in that backward
-    pass, and otherwise only resets, so that the gradient is recorded once.
-    Compiled code needs none of this: its probe returns a copy, which the
-    update changes, and the copy's probe runs."""
+    """Records the gradient of an eager output from a hook on the output
+    itself (the probe's base), not from the probe's node. The probe returns
+    a view of the output (an ordinary view, see :func:`_allow_in_place`);
+    when the program updates that view in place, autograd sends the
+    gradient of the value before the update through the view's base: the
+    probe's node sees only the reads made before the update (Mixtral's
+    router, ``w = topk(p, 2).values; w /= w.sum(-1, keepdim=True)``: the
+    sum's gradient alone, 5.07 where the values' gradient was 1.85), or
+    nothing at all (Falcon's ``mlp_output += attention_output``). The hook,
+    registered before the update, stays with the base's node of the time and
+    receives the whole gradient of the value the call returned, as compiled
+    code's probe does (it returns a copy, which the update changes). Without
+    an update the hook runs right after the probe's node, with the same
+    gradient. Compiled code needs none of this."""
 
-    __slots__ = ("site", "index", "probe_ran")
+    __slots__ = ("site", "index")
 
     def __init__(self, site: int, index: int) -> None:
         self.site = site
         self.index = index
-        self.probe_ran = False
 
     def __call__(self, grad: torch.Tensor) -> None:
-        if self.probe_ran:
-            self.probe_ran = False  # ready for another backward pass through a retained graph
-            return
         own_calls.enter()
         try:
             _record_eager(grad, self.site, self.index)
