@@ -74,3 +74,39 @@ def test_records_that_differ_in_the_bench_are_not_the_same_values(tmp_path: Path
 def test_a_reshaped_output_is_not_compared_with_its_source(tmp_path: Path) -> None:
     o = run(tmp_path, mlps(noise=1e-3, reshaped=True, changed={1: 3e-3}), mlps(reshaped=True))
     assert o.first_divergence is None
+
+
+def _attention_input_gradient(small: torch.Tensor) -> dict[str, Any]:
+    """A self-attention's backward at mix: the value projection's input
+    gradient (recorded first), then the module's input gradient: the value
+    path's plus the query and key paths' (``small``), rounded to bfloat16."""
+    value_path = Y[0].to(torch.bfloat16).double()
+    total = (Y[0] + small).to(torch.bfloat16).double()
+    return {"Functional.linear.3.backward": {"input": [rec(X[0][:, :16])], "output": [rec(value_path)]},
+            "Module.attn.SelfAttention.backward.0": {"input": [rec(X[0][:, :16])], "output": [rec(total)]}}
+
+
+def test_tiny_terms_that_one_sides_rounding_kept_are_not_a_change(tmp_path: Path) -> None:
+    # In the bench the query and key paths' ~1e-6 vanish in bfloat16 (the
+    # module's gradient equals the value path's bit for bit); in the target
+    # one small element keeps one of them: 1e-5 apart, not a change of the
+    # value (a clean bfloat16 ELECTRA step under inductor was named so).
+    flat = Y[0].reshape(-1)
+    tiny = torch.zeros_like(flat)
+    i = int(flat.abs().argmin())
+    tiny[i] = flat[i].abs().clamp_min(1e-30) * 2.0 ** -7  # one ulp of the smallest element
+    target = _attention_input_gradient(tiny.reshape(Y[0].shape))
+    bench = _attention_input_gradient(torch.zeros_like(Y[0]))
+    t_out = target["Module.attn.SelfAttention.backward.0"]["output"][0]
+    b_out = bench["Module.attn.SelfAttention.backward.0"]["output"][0]
+    assert t_out["Norm"] != b_out["Norm"] or t_out["Sketch"] != b_out["Sketch"]  # the target's two records differ
+    o = run(tmp_path, target, bench)
+    assert o.first_divergence is None, o.divergence.message if o.divergence else None
+
+
+def test_a_scaled_gradient_passed_on_is_still_named(tmp_path: Path) -> None:
+    scaled = _attention_input_gradient(torch.zeros_like(Y[0]))
+    out = scaled["Module.attn.SelfAttention.backward.0"]["output"]
+    out[0] = rec(Y[0].to(torch.bfloat16).double() * 1.01)
+    o = run(tmp_path, scaled, _attention_input_gradient(torch.zeros_like(Y[0])))
+    assert o.first_divergence == "Module.attn.SelfAttention.backward.0", o.divergence.message if o.divergence else None
