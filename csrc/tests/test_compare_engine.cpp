@@ -453,13 +453,19 @@ void row_error_is_scale_aware() {
   CHECK(e.hard.empty() && std::string(e.floor->name) == "float32");
   // floor_scale 100: z 0.1.
   CHECK_NEAR(gc::row_error(record_of(rec(1.001, -0.999, 0.001, 2.000002)), b, 100.0).z, 0.1, 1e-9);
-  // bfloat16: Max/Min use the extreme floor 1.6e-2, Mean/Norm 2e-3.
-  const auto bb = record_of(rec(1, -1, 0, 2, "torch.bfloat16"));
-  e = gc::row_error(record_of(rec(1.008, -1, 0, 2, "torch.bfloat16")), bb, 1.0);
+  // bfloat16: Max/Min use the extreme floor 1.6e-2, Mean/Norm 2e-3 (64
+  // elements of +-1: a Norm over enough elements for the table's floors).
+  const auto bb = record_of(rec(1, -1, 0, 8, "torch.bfloat16", "[64]"));
+  e = gc::row_error(record_of(rec(1.008, -1, 0, 8, "torch.bfloat16", "[64]")), bb, 1.0);
   CHECK_NEAR(e.z, 0.008 / 1.6e-2, 1e-9);
   CHECK(e.worst_stat == gc::kStatMax);
-  e = gc::row_error(record_of(rec(1, -1, 0, 2.008, "torch.bfloat16")), bb, 1.0);
+  e = gc::row_error(record_of(rec(1, -1, 0, 8.032, "torch.bfloat16", "[64]")), bb, 1.0);
   CHECK_NEAR(e.z, 0.004 / 2e-3, 1e-9);
+  // Four elements: the Norm rests on them, its floor an ulp / sqrt(4).
+  const auto b4 = record_of(rec(1, -1, 0, 2, "torch.bfloat16"));
+  e = gc::row_error(record_of(rec(1, -1, 0, 2.008, "torch.bfloat16")), b4, 1.0);
+  CHECK_NEAR(e.z, 0.004 / (0x1p-7 / 2), 1e-9);
+  CHECK(e.effective_elements == 4);
   // Norm of 0: equal -> 0; any target value -> inf.
   const auto zero = record_of(rec(0, 0, 0, 0));
   CHECK(gc::row_error(record_of(rec(0, 0, 0, 0)), zero, 1.0).z == 0.0);
@@ -526,8 +532,9 @@ void divergence_kinds() {
   // Max (a single max over both classes would need z > 6.25 and miss it).
   const std::string bf = "torch.bfloat16";
   auto bmake = [&](double max_off, double norm_k) {
-    return doc(entry("Module.a.Linear.forward.0", rec(1, -1, 0, 2, bf), rec(1 * max_off, -1, 0, 2, bf)) + "," +
-               entry("Module.b.MLP.forward.0", rec(1 * max_off, -1, 0, 2, bf), rec(1 * max_off, -1, 0, 2 * norm_k, bf)));
+    const std::string n = "[64]";  // 64 elements of +-1: Norm 8
+    return doc(entry("Module.a.Linear.forward.0", rec(1, -1, 0, 8, bf, n), rec(1 * max_off, -1, 0, 8, bf, n)) + "," +
+               entry("Module.b.MLP.forward.0", rec(1 * max_off, -1, 0, 8, bf, n), rec(1 * max_off, -1, 0, 8 * norm_k, bf, n)));
   };
   r = run(bmake(1.01, 1.01), bmake(1.0, 1.0));
   CHECK(r.first_divergence && *r.first_divergence == 1u);
@@ -650,7 +657,8 @@ void mixed_precision_outputs() {
   // against the bfloat16 floor of the data upstream that is noise; so is
   // the float32 consumer's input.
   const std::string bf = "torch.bfloat16", f32 = "torch.float32";
-  const std::string in = rec(1, -1, 0, 2, bf), out_b = rec(1, -1, 0, 2, f32), out_t = rec(1, -1.0015, 0, 2, f32);
+  const std::string n = "[64]";  // 64 elements of +-1: Norm 8
+  const std::string in = rec(1, -1, 0, 8, bf, n), out_b = rec(1, -1, 0, 8, f32, n), out_t = rec(1, -1.0015, 0, 8, f32, n);
   auto make = [&](const std::string& o, const std::string& next_out) {
     return doc(entry("Tensor.to.0.forward", in, o) + "," + entry("Tensor.pow.0.forward", o, next_out));
   };
@@ -661,7 +669,7 @@ void mixed_precision_outputs() {
   const auto e = gc::row_error_of(r, 1);
   CHECK(e.floor_from_upstream && std::string(e.floor->name) == "bfloat16");
   // A real fault on such an output (Norm 1 %) is named, against bfloat16's floor.
-  r = run(make(rec(1, -1, 0, 2.02, f32), out_b), make(out_b, out_b));
+  r = run(make(rec(1, -1, 0, 8.08, f32, n), out_b), make(out_b, out_b));
   CHECK(r.first_divergence && *r.first_divergence == 0u);
   CHECK(r.divergence &&
         r.divergence->message.find("output 0: Norm 1 %, 5x the bfloat16 floor 2e-3 (of the data upstream)") == 0);
