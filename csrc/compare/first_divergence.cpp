@@ -530,11 +530,13 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   std::vector<bool> discrete(rows.size(), false);
   // Each row's floor: its index in the table (one byte a row, not a ClassZ).
   std::vector<uint8_t> floor_index(rows.size(), 0);
-  // The few-elements floor of each row (few_elements_floor), where it applies.
-  std::unordered_map<size_t, double> few;
+  // A matched row's few-elements floor (few_elements_floor; 0 where the
+  // table's floors are higher): a function of its floor row and bench record.
+  auto few = [&](size_t i) {
+    return few_elements_floor(table[floor_index[i]], bench.rows[static_cast<size_t>(rows[i].bench)]);
+  };
   auto fl = [&](size_t i, int c) {
-    const auto it = c == kExtremeClass ? few.end() : few.find(i);
-    return sized_class_floor(table[floor_index[i]], c, it == few.end() ? 0.0 : it->second) * scale;
+    return sized_class_floor(table[floor_index[i]], c, c == kExtremeClass ? 0.0 : few(i)) * scale;
   };
   const double float32_aggregate = noise_floor_for("torch.float32", true).aggregate;
   result.produced_from_rms = expected_rms_from_producers(result, kExpectedMargin);
@@ -605,7 +607,6 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       }
       discrete[i] = e.floor == exact && e.hard.empty() && t.is_tensor;
       floor_index[i] = static_cast<uint8_t>(e.floor - table.data());
-      if (e.few_elements > 0) few[i] = e.few_elements;
       used[floor_index[i]] = true;
       if (is_parameter_row(t, target.entries)) {
         ++params;
@@ -730,6 +731,10 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     Peak in, par, out, out_discrete;
     ClassZ in_own{0.0, 0.0, 0.0};  // the inputs' e at their own size (own above)
     bool sketch_unknown = false;
+    // Whether every input and parameter is an integer/bool tensor or a
+    // value (their statistics may agree over a permutation:
+    // discrete_may_differ), and whether the entry has an integer/bool output.
+    bool only_discrete_inputs = true, has_discrete_output = false;
     int64_t matched = 0, inputs_matched = 0, inputs_one_side = 0;
     size_t par_row = begin;
     double par_z = 0;
@@ -743,7 +748,11 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
       if (t.role == Role::kOutput) {
         (discrete[i] ? out_discrete : out).add(ec[i], zc[i], i);
-      } else if (parameter(i)) {
+        has_discrete_output = has_discrete_output || discrete[i];
+        continue;
+      }
+      if (!discrete[i] && t.is_tensor) only_discrete_inputs = false;
+      if (parameter(i)) {
         par.add(ec[i], zc[i], i);
         // A parameter whose gradient is zero in theory drifts under the
         // optimizer (cancellation.h): its error explains, it is no cause.
@@ -784,16 +793,6 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     const bool inputs_within_floor = !inputs_unknown && in.any_z() <= 1 && par.any_z() <= 1 &&
                                      max2(in.e) <= kIntegerFlipInputs && max2(par.e) <= kIntegerFlipInputs;
     const bool inputs_exact = !inputs_unknown && in.any_z() == 0 && par.any_z() == 0;
-    // Whether every input is an integer/bool tensor or value (their
-    // statistics may agree over a permutation: discrete_may_differ), and
-    // whether the entry has an integer/bool output.
-    bool only_discrete_inputs = true, has_discrete_output = false;
-    for (size_t i = begin; i < end; ++i) {
-      if (rows[i].match != MatchKind::kMatched) continue;
-      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-      if (t.role == Role::kOutput) has_discrete_output = has_discrete_output || discrete[i];
-      else if (!discrete[i] && t.is_tensor) only_discrete_inputs = false;
-    }
     // An integer/bool record changed (a flipped mask, a routed index; here
     // or in an earlier entry): a tensor whose shape follows it
     // (torch.where(mask), x[mask], the tokens an expert receives) differs in
@@ -988,7 +987,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           // their Max not at all, had the cube's Norm (~4 elements) 0.5 %
           // apart in a clean bfloat16 ALBERT step. With ratio 1, not R: a
           // QK^T of 64 elements x1.01 from inputs 0.3 % apart stays named.
-          if (c == kAggregateClass && few.count(i) != 0 && !exceeds(ec[i][c], 1.0, in_sketch, reduction_floor(i, c)))
+          if (c == kAggregateClass && few(i) > 0 && !exceeds(ec[i][c], 1.0, in_sketch, reduction_floor(i, c)))
             continue;
           double judged_e = ec[i][c];
           if (c == kAggregateClass && !aggregate_without_mean.empty() && aggregate_without_mean[i] >= 0) {

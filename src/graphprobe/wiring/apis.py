@@ -96,7 +96,6 @@ from torch.overrides import TorchFunctionMode
 from graphprobe.wiring import api_backward, backward, own_calls, scripted
 from graphprobe.wiring.dynamo_frames import run_eagerly_from_eager_code
 from graphprobe.wiring.probe import matches, probe_inputs, probe_output
-from graphprobe.wiring.scripted import ScriptInlining
 from graphprobe.wiring.symbolic import concrete_numbers
 
 __all__ = ["ApiWiring", "DEFAULT_APIS", "INLINED_BY_DYNAMO", "OPERATOR_METHODS", "resolve_apis"]
@@ -472,12 +471,12 @@ class ApiWiring:
         self._model: weakref.ref[torch.nn.Module] | None = None
         self._wrapper: weakref.ref[Callable[..., Any]] | None = None
         self._fastpath = False
-        self._scripts: ScriptInlining | None = None
+        self._scripts: scripted.ScriptInlining | None = None
         if not self.entries:
             return
         saved = model.__dict__.get("forward")  # usually None: forward is the class's method
         mode = _ApiMode(self.entries, grads)
-        self._scripts = ScriptInlining(model)
+        self._scripts = scripted.ScriptInlining(model)
         inner = model.forward
         wired = self._wired = [True]
 

@@ -39,8 +39,9 @@ class _State(threading.local):
 
 _state = _State()
 
-# Scripted function -> (its own _torchdynamo_inline, wirings using the
-# replacement). Process-wide because the attribute patched is process-wide:
+# id(scripted function) -> (the function, held so that its id stays its
+# own; its own _torchdynamo_inline; wirings using the replacement).
+# Process-wide because the attribute patched is process-wide:
 # two dumpers wiring models of one modeling file share each replacement, and
 # the last one removed puts the original back.
 _patched: dict[int, tuple[Any, Callable[..., Any], int]] = {}
