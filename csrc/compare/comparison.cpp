@@ -89,7 +89,9 @@ void tally(CompareResult& result, const Thresholds& th) {
     const bool follows_flip = i < result.follows_flip.size() && result.follows_flip[i];
     if (!(within_noise && r.verdict == Verdict::kError && r.match == MatchKind::kMatched && r.z)) continue;
     const uint32_t entry = result.target.rows[static_cast<size_t>(r.target)].entry;
-    if ((relative_rule_only(r) && (residue || inputs_moved(entry))) || (follows_flip && shape_mismatch_only(r)))
+    const bool without_effect = i < result.argument_without_effect.size() && result.argument_without_effect[i];
+    if ((relative_rule_only(r) && (residue || inputs_moved(entry))) || (follows_flip && shape_mismatch_only(r)) ||
+        without_effect)
       ++result.errors_within_noise;
   }
 }

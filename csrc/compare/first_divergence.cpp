@@ -542,6 +542,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   result.produced_from_rms = expected_rms_from_producers(result, kExpectedMargin);
   result.parameter_of = parameter_rows_of_inputs(result);
   result.follows_flip.assign(rows.size(), false);
+  result.argument_without_effect.assign(rows.size(), false);
+  result.arguments_without_effect.clear();
   std::vector<bool> drifting = residue_gradient_parameters(result, result.produced_from_rms);
   // From step 2 on, parameters the step before says carry a difference
   // (parameters_across_steps.h): explaining, no cause.
@@ -630,6 +632,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       f.sketch *= scale;
       result.floors_used.push_back(f);
     }
+
+  // A non-tensor input (a Python bool, int, string or float argument) that
+  // differs beyond its floor. Not data: it explains nothing downstream by
+  // its size (a flag that differs has an infinite error), it says the call
+  // was made differently -- which matters only where the call's result
+  // differs too (pass 2).
+  auto argument_differs = [&](size_t i) {
+    if (rows[i].match != MatchKind::kMatched || !rows[i].z || *rows[i].z <= 1 || parameter(i)) return false;
+    const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+    return t.role == Role::kInput && !t.is_tensor && !bench.rows[static_cast<size_t>(rows[i].bench)].is_tensor;
+  };
 
   // Pass 2: the entries in dump order. A row's relative error e must be
   // beyond R x what explains it plus its own floor (so beyond noise, z > 1),
@@ -735,9 +748,13 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // value (their statistics may agree over a permutation:
     // discrete_may_differ), and whether the entry has an integer/bool output.
     bool only_discrete_inputs = true, has_discrete_output = false;
-    int64_t matched = 0, inputs_matched = 0, inputs_one_side = 0;
+    int64_t matched = 0, inputs_matched = 0, inputs_one_side = 0, tensor_outputs = 0;
     size_t par_row = begin;
     double par_z = 0;
+    // The entry's non-tensor arguments that differ beyond their floor (a
+    // flag, a size, a Python float): weighed after the outputs, not as data
+    // (argument_differs below).
+    std::vector<size_t> arguments;
     for (size_t i = begin; i < end; ++i) {
       const CompareRow& r = rows[i];
       if (r.match != MatchKind::kMatched) {
@@ -749,6 +766,11 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       if (t.role == Role::kOutput) {
         (discrete[i] ? out_discrete : out).add(ec[i], zc[i], i);
         has_discrete_output = has_discrete_output || discrete[i];
+        if (t.is_tensor && bench.rows[static_cast<size_t>(r.bench)].is_tensor) ++tensor_outputs;
+        continue;
+      }
+      if (argument_differs(i)) {
+        arguments.push_back(i);
         continue;
       }
       if (!discrete[i] && t.is_tensor) only_discrete_inputs = false;
@@ -1006,7 +1028,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           if (exceeds(judged_e, ratio_of(c), ref, reduction_floor(i, c)) && judged_e > best_out)
             best_out = judged_e, out_class = c, out.row[c] = i;
         } else if (!parameter(i)) {
-          if ((discrete[i] && discrete_output_differed) || shape_follows_changed_input(i)) continue;
+          if ((discrete[i] && discrete_output_differed) || shape_follows_changed_input(i) || argument_differs(i))
+            continue;
           // Data that follows an unseen flip is permuted: its Sketch moves,
           // nothing else does; the other classes still judge it.
           if (c == kSketchClass && discrete_may_differ && !discrete[i]) continue;
@@ -1168,12 +1191,40 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         }
       }
     if (same_as && !(kinds & kSameValues)) kinds |= kUnrecordedInput | kSameValues;
+    if (!arguments.empty()) {
+      if (tensor_outputs > 0 && !(kinds & (kOutputCause | kIntegerOutput))) {
+        // The call was made with another argument and returned the same
+        // data within every floor: the two programs call it differently to
+        // one result (a clean bfloat16 Persimmon: SDPA with is_causal=True
+        // in eager, an explicit causal mask and is_causal=False under
+        // dynamo, outputs equal bit for bit). Said in the summary, not a
+        // divergence; whatever else differs here is judged as before.
+        for (const size_t i : arguments) {
+          const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+          const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+          result.arguments_without_effect.push_back(target.entries[entry] + " " + row_label(t, target.entries) +
+                                                    ": " + stat_str(t, kStatMax) + " vs " + stat_str(b, kStatMax));
+          result.argument_without_effect[i] = true;
+        }
+      } else {
+        // What the call returned differs (or cannot be seen): the argument
+        // it was called with is the cause, named as an input that changed
+        // in code that is not recorded.
+        kinds &= static_cast<uint8_t>(~(kOutputCause | kIntegerOutput | kSameValues | kBitwisePair));
+        kinds |= kUnrecordedInput;
+        in_class = kAggregateClass;
+        in.row[in_class] = arguments.front();
+        best_in = kInf;
+        in_reference = 0;
+      }
+    }
     if (kinds == 0) {
       // An integer/bool record differs (explained by the inputs' rounding,
       // or by such a change upstream).
       bool changed = false, output_changed = false;
       for (size_t i = begin; i < end; ++i) {
         if (!rows[i].z) continue;
+        if (argument_differs(i)) continue;
         if (discrete[i] || shape_follows_changed_input(i)) {
           const bool output = target.rows[static_cast<size_t>(rows[i].target)].role == Role::kOutput;
           changed = changed || *rows[i].z > 0;
@@ -1310,7 +1361,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // The noise over every matched row (an entry's error can stay explained).
     seen = {};
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (!rows[i].z || discrete[i]) continue;
+      if (!rows[i].z || discrete[i] || result.argument_without_effect[i]) continue;
       seen.max_z = std::max(seen.max_z, *rows[i].z);
       seen.max_e = std::max(seen.max_e, max2(ec[i]));
       ++seen.rows;

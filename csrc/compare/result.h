@@ -287,6 +287,13 @@ struct CompareResult {
   // expert receives), explained by the first-divergence rule. Empty before
   // find_first_divergence.
   std::vector<bool> follows_flip;
+  // Per row: a non-tensor argument that differs in a call whose outputs
+  // agree within their floors (the two programs call it differently to the
+  // same result), explained by the first-divergence rule; and each such
+  // argument as "ENTRY NAME: TARGET vs BENCH" for the summary. Empty before
+  // find_first_divergence.
+  std::vector<bool> argument_without_effect;
+  std::vector<std::string> arguments_without_effect;
   // From CompareOptions (above), and what find_first_divergence made of
   // them: whether parameters were judged as an earlier update's doing, and
   // how many parameter rows there are and differ beyond their floor on Max,
@@ -318,7 +325,8 @@ struct CompareResult {
   // reports these rows and does not fail on them. So are the rows whose
   // only reason is a shape mismatch that follows a flip (follows_flip):
   // msprobe calls every changed shape an error; and the rows of that rule
-  // alone whose entry's inputs moved beyond input_error_pct by their Sketch.
+  // alone whose entry's inputs moved beyond input_error_pct by their Sketch,
+  // and the non-tensor arguments without effect (argument_without_effect).
   int64_t errors_within_noise = 0;
   // Both dumps are tensor dumps and the tensor rules have run: the CSV gets
   // the tensor-mode columns, laid out as tensor_layout says.

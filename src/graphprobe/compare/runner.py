@@ -139,6 +139,7 @@ def compare_pair(
     carried = ((result.parameter_rows_carried, carried_from[0])
                if carried_from is not None and result.parameter_rows_carried else None)
     differing_parameters = tuple(result.differing_parameters)
+    arguments_without_effect = tuple(result.arguments_without_effect)
     if verdict is not None:
         first_divergence = verdict.blamed_entry
     # The page lists at most ROW_LIMIT rows: take them, then free the records
@@ -183,6 +184,7 @@ def compare_pair(
         parameters_after_update=after_update,
         differing_parameters=differing_parameters,
         parameters_carried=carried,
+        arguments_without_effect=arguments_without_effect,
     )
 
 

@@ -43,6 +43,11 @@ def divergence_lines(run: CompareRun) -> list[str]:
         rows = sum(o.noise.rows for o in read if o.noise)
         lines.append(f"first divergence: none in {len(read)} pairs; noise seen: max {short_number(n.max_e if n else 0)} "
                      f"({short_number(n.max_z if n else 0)}x the floor, {worst.pair.label}) over {rows} rows")
+        called = [o for o in read if o.arguments_without_effect]
+        if called:
+            o = called[0]
+            lines.append(f"called with another argument to the same result in {len(called)} pair(s) (outputs within "
+                         f"their floors; not a divergence), e.g. {o.pair.label}: {o.arguments_without_effect[0]}")
     explained = shown if shown or not single else read  # a single pair always gets its line
     for o in explained[:_DIVERGENCE_PAIRS]:
         who = "" if single else f"  {o.pair.label}: "
@@ -70,11 +75,16 @@ def divergence_lines(run: CompareRun) -> list[str]:
             lines.append(f"{who}{rows} parameter row(s) differ beyond their floor as they (or their gradients) "
                          f"already did at step {step}: carried on by the updates, not a cause (a parameter that "
                          f"agreed there and differs now is one)")
+        if o.arguments_without_effect:
+            first, more = o.arguments_without_effect[0], len(o.arguments_without_effect) - 1
+            lines.append(f"{who}called with another argument to the same result (outputs within their floors; not "
+                         f"a divergence): {first}" + (f" and {more} more" if more else ""))
         if o.errors_within_noise:
             lines.append(f"{who}{o.errors_within_noise} row(s) under Result error are msprobe's rules on records "
                          "the first-divergence rule finds within rounding noise (cancellation residues; outputs whose "
                          "inputs moved beyond --input-error-pct by their Sketch; shapes that follow an integer record "
-                         "flipped by rounding, docs/formats.md): --fail-on error does not fail on them")
+                         "flipped by rounding; non-tensor arguments of a call whose outputs agree, docs/formats.md): "
+                         "--fail-on error does not fail on them")
         if o.referee is not None:
             lines.append(f"{who}referee: {o.referee.reference} (float64; the target is blamed only where it is "
                          "further from it than the bench, by torch's same() margin)")
