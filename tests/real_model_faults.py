@@ -422,7 +422,11 @@ def _wrong_lowering(act: str, factor: float) -> tuple[Any, Callable[..., Any]]:
             return mul(x, lowerings[aten.sigmoid.default](x))
     elif act == "gelu":
         def exact(x: Any, approximate: str = "none") -> Any:
-            assert approximate == "none", approximate
+            if approximate == "tanh":  # Gemma's GELU: torch's own formula
+                inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2 / math.pi))
+                return mul(mul(x, 0.5), add(lowerings[aten.tanh.default](inner), 1.0))
+            if approximate != "none":
+                raise ValueError(f"gelu lowering fault: approximate={approximate!r}; allowed: 'none', 'tanh'")
             return mul(mul(x, 0.5), add(lowerings[aten.erf.default](mul(x, 1 / math.sqrt(2))), 1.0))
     else:
         exact = lowerings[op]
