@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from compare_fixtures import entry
+from graphprobe.compare import compare
+from compare_fixtures import entry, write_dump
 from test_first_divergence_bitwise import rec, run
 gen = torch.Generator().manual_seed(0)
 X = [torch.randn(4, 32, dtype=torch.float64, generator=gen) for _ in range(3)]  # MLP inputs
@@ -110,3 +111,29 @@ def test_a_scaled_gradient_passed_on_is_still_named(tmp_path: Path) -> None:
     out[0] = rec(Y[0].to(torch.bfloat16).double() * 1.01)
     o = run(tmp_path, scaled, _attention_input_gradient(torch.zeros_like(Y[0])))
     assert o.first_divergence == "Module.attn.SelfAttention.backward.0", o.divergence.message if o.divergence else None
+
+
+def _reference_of(data: dict[str, Any]) -> dict[str, Any]:
+    """The bench's records as a float64 reference dump would hold them."""
+    return {name: {part: ([{**r, "dtype": "torch.float64"} for r in v] if isinstance(v, list) else v)
+                   for part, v in e.items()} for name, e in data.items()}
+
+
+def test_a_change_named_by_the_same_values_stands_under_a_float64_referee(tmp_path: Path) -> None:
+    # The referee's margin (torch's same(): 3x the bench's distance in
+    # bfloat16) cannot see a change at 1.1x the floor; this rule needs no
+    # margin: the bench says nothing may change there. (The six bfloat16
+    # precision faults of the matrix against inductor were named without
+    # --reference and lost with it.)
+    t = write_dump(tmp_path / "t" / "dump.json", mlps(noise=1e-3, changed={1: 3e-3}))
+    b = write_dump(tmp_path / "b" / "dump.json", mlps())
+    ref = write_dump(tmp_path / "r" / "dump.json", _reference_of(mlps()))
+    (o,) = compare(t, b, tmp_path / "o", html=False, progress=False, reference=ref).outcomes
+    assert o.error is None, o.error
+    assert o.referee is not None and o.referee.blamed_entry is None
+    assert o.first_divergence == "Module.layers.1.mlp.MLP.forward.0"
+    assert "same-values" in o.divergence.kinds and "referee blames nothing" in o.divergence.message
+    # Rounding alone: still nothing, with or without the referee.
+    t2 = write_dump(tmp_path / "t2" / "dump.json", mlps(noise=1e-3))
+    (o,) = compare(t2, b, tmp_path / "o2", html=False, progress=False, reference=ref).outcomes
+    assert o.first_divergence is None

@@ -23,6 +23,7 @@ says where the bench is the one further from float64.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -276,6 +277,28 @@ def add_reference_columns(csv_path: Path, verdict: Verdict) -> None:
 
 
 REFERENCE_COLUMNS = ("Target Err vs Ref", "Bench Err vs Ref")
+
+
+# The engine's kinds that need no noise margin: a change no rounding makes
+# (docs/formats.md). The referee's margin (torch's same(): 2-3x the bench's
+# distance to float64) cannot see them: a bfloat16 MLP output rounded to 5
+# mantissa bits is 1.5-2.2x the clean noise of the record.
+_EXACT_KINDS = ("same-values", "bitwise-pair", "integer-output")
+
+
+def kept_by_exact_rule(verdict: Verdict, divergence: Divergence | None) -> bool:
+    """Whether the engine's divergence stands although the referee blames
+    nothing: it was found by a rule that needs no margin (same values
+    recorded again, a pair agreeing bit for bit, an integer output that
+    changed), and the bench is nowhere found further from float64 first."""
+    return (verdict.blamed_entry is None and verdict.bench_further_message is None and divergence is not None
+            and any(k in _EXACT_KINDS for k in divergence.kinds))
+
+
+def with_referee_note(divergence: Divergence) -> Divergence:
+    """``divergence`` with the reason it stands under a referee."""
+    return dataclasses.replace(divergence, message=divergence.message + (
+        "; the float64 referee blames nothing beyond its margin, but this rule needs none"))
 
 
 def referee_divergence(verdict: Verdict, divergence: Divergence | None) -> Divergence | None:

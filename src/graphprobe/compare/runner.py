@@ -19,7 +19,8 @@ from graphprobe.compare.outcome import CompareRun, PairOutcome
 from graphprobe.compare.output_names import claim_names, release_names, write_failure
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, pair_paths
 from graphprobe.compare.report_index import write_index
-from graphprobe.compare.referee import Verdict, add_reference_columns, referee, referee_divergence
+from graphprobe.compare.referee import (Verdict, add_reference_columns, kept_by_exact_rule, referee,
+                                        referee_divergence, with_referee_note)
 from graphprobe.compare.unmatched import same_name_unmatched
 from graphprobe.compare.summary import ProgressBar
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
@@ -123,12 +124,17 @@ def compare_pair(
     # row's view while it runs, so before the plot points (an object per
     # entry) exist, not on top of them.
     same_names = same_name_unmatched(result)
-    # The report's plot marks the referee's entry, not the engine's.
-    marked = None if verdict is None else -1 if verdict.blamed_index is None else verdict.blamed_index
-    worst, plot = digest_rows(result, top, marked)
     divergence, noise, coverage, floors_used = digest_divergence(result)
+    # Where the referee blames nothing, a divergence the engine found by a
+    # rule that needs no margin stands (referee.kept_by_exact_rule).
+    kept = verdict is not None and kept_by_exact_rule(verdict, divergence)
+    # The report's plot marks the referee's entry, not the engine's.
+    marked = None if verdict is None or kept else -1 if verdict.blamed_index is None else verdict.blamed_index
+    worst, plot = digest_rows(result, top, marked)
     first_divergence_index = plot.first_marked
-    if verdict is not None:
+    if kept:
+        divergence = with_referee_note(divergence)
+    elif verdict is not None:
         divergence = referee_divergence(verdict, divergence)
     counts, first_divergence, n_rows, notes = dict(result.counts), result.first_divergence, len(result), tuple(result.notes)
     # The referee decides divergence when there is one: the engine's
@@ -140,7 +146,7 @@ def compare_pair(
                if carried_from is not None and result.parameter_rows_carried else None)
     differing_parameters = tuple(result.differing_parameters)
     arguments_without_effect = tuple(result.arguments_without_effect)
-    if verdict is not None:
+    if verdict is not None and not kept:
         first_divergence = verdict.blamed_entry
     # The page lists at most ROW_LIMIT rows: take them, then free the records
     # before the page is built.
