@@ -288,10 +288,10 @@ struct CompareResult {
   // find_first_divergence.
   std::vector<bool> follows_flip;
   // Per row: a non-tensor argument that differs in a call whose outputs
-  // agree within their floors (the two programs call it differently to the
-  // same result), explained by the first-divergence rule; and each such
-  // argument as "ENTRY NAME: TARGET vs BENCH" for the summary. Empty before
-  // find_first_divergence.
+  // are no further apart than rounding and their inputs explain (the two
+  // programs call it differently to the same result), explained by the
+  // first-divergence rule; and each such argument as "ENTRY NAME: TARGET vs
+  // BENCH" for the summary. Empty before find_first_divergence.
   std::vector<bool> argument_without_effect;
   std::vector<std::string> arguments_without_effect;
   // From CompareOptions (above), and what find_first_divergence made of

@@ -177,8 +177,9 @@ void bind_result(py::module_& m) {
                              "Parameter rows beyond their floor on Max, Min, Mean or Norm.")
       .def_property_readonly("arguments_without_effect",
                              [](const CompareResult& r) { return r.arguments_without_effect; },
-                             "Non-tensor arguments that differ in a call whose outputs agree within their floors, "
-                             "each as 'ENTRY NAME: TARGET vs BENCH': not a divergence.")
+                             "Non-tensor arguments that differ in a call whose outputs are no further apart than "
+                             "rounding and their inputs explain, each as 'ENTRY NAME: TARGET vs BENCH': not a "
+                             "divergence.")
       .def_property_readonly("errors_within_noise", [](const CompareResult& r) { return r.errors_within_noise; },
                              "Rows counted under Result error by msprobe's relative-error rule alone, in a pair "
                              "whose every row the first-divergence rule found within rounding noise (a "

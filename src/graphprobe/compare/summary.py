@@ -46,8 +46,9 @@ def divergence_lines(run: CompareRun) -> list[str]:
         called = [o for o in read if o.arguments_without_effect]
         if called:
             o = called[0]
-            lines.append(f"called with another argument to the same result in {len(called)} pair(s) (outputs within "
-                         f"their floors; not a divergence), e.g. {o.pair.label}: {o.arguments_without_effect[0]}")
+            lines.append(f"called with another argument to the same result in {len(called)} pair(s) (outputs no further "
+                         f"apart than rounding and their inputs explain; not a divergence), e.g. {o.pair.label}: "
+                         f"{o.arguments_without_effect[0]}")
     explained = shown if shown or not single else read  # a single pair always gets its line
     for o in explained[:_DIVERGENCE_PAIRS]:
         who = "" if single else f"  {o.pair.label}: "
@@ -77,8 +78,9 @@ def divergence_lines(run: CompareRun) -> list[str]:
                          f"agreed there and differs now is one)")
         if o.arguments_without_effect:
             first, more = o.arguments_without_effect[0], len(o.arguments_without_effect) - 1
-            lines.append(f"{who}called with another argument to the same result (outputs within their floors; not "
-                         f"a divergence): {first}" + (f" and {more} more" if more else ""))
+            lines.append(f"{who}called with another argument to the same result (outputs no further apart than "
+                         f"rounding and their inputs explain; not a divergence): {first}"
+                         + (f" and {more} more" if more else ""))
         if o.errors_within_noise:
             lines.append(f"{who}{o.errors_within_noise} row(s) under Result error are msprobe's rules on records "
                          "the first-divergence rule finds within rounding noise (cancellation residues; outputs whose "
