@@ -2,8 +2,12 @@
 // verdict rules, matching, first divergence, CSV. Expected values are worked
 // out by hand in the comments.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -690,6 +694,75 @@ void coverage_of_the_sides() {
   CHECK(r.coverage.problem.empty() && r.coverage.matched_rows == 6);
 }
 
+
+void numbers_read_as_from_chars() {
+  // The direct reader converts most numbers itself (Clinger's exact case,
+  // the digits read eight at a time) and hands the rest to from_chars: the
+  // value must be from_chars' own, bit for bit, for every way a number is
+  // written -- shortest round trip, %.17g, %.15g, %e, random digit strings
+  // with the point anywhere, leading zeros, exponents at the fast path's
+  // edges (|10^k| <= 22, mantissa 2^53).
+  std::vector<std::string> texts = {"0", "-0", "0.0", "-0.0", "1", "-1", "0.1", "1e22", "1e23", "-1e-22", "1e-23",
+                                    "9007199254740992", "9007199254740993", "9007199254740991.5", "123456789012345678",
+                                    "1234567890123456789", "12345678901234567890", "0.0000000000000000000001234",
+                                    "1.7976931348623157e308", "5e-324", "2.2250738585072014e-308", "4.9E-324",
+                                    "1E+2", "1e+0", "1e-0", "100000000000000000000000", "0.30000000000000004",
+                                    "99999999.99999999", "12345678.12345678", "1.00000000000000000000001"};
+  std::mt19937_64 rng(38);
+  char buf[64];
+  for (int i = 0; i < 60000; ++i) {
+    uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, 8);
+    if (!std::isfinite(d)) continue;
+    texts.emplace_back(buf, std::to_chars(buf, buf + sizeof buf, d).ptr);
+    // statistics-like magnitudes, and their float32 roundings
+    const double x = std::ldexp(static_cast<double>(rng() >> 11) / 9007199254740992.0, static_cast<int>(rng() % 80) - 40);
+    texts.emplace_back(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+    texts.emplace_back(buf, std::to_chars(buf, buf + sizeof buf, static_cast<double>(static_cast<float>(x))).ptr);
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    texts.emplace_back(buf);
+    std::snprintf(buf, sizeof buf, "%.15g", -x);
+    texts.emplace_back(buf);
+    std::snprintf(buf, sizeof buf, "%.16e", x);
+    texts.emplace_back(buf);
+    // 1-24 random digits, the point anywhere (or none), an exponent or none
+    std::string t = (rng() & 1) ? "-" : "";
+    const int n = 1 + static_cast<int>(rng() % 24);
+    std::string digits;
+    for (int k = 0; k < n; ++k) digits += static_cast<char>('0' + rng() % 10);
+    if (digits.size() > 1 && digits[0] == '0') digits[0] = '1' + static_cast<char>(rng() % 9);
+    const int point = static_cast<int>(rng() % (n + 1));
+    if (point == 0 || point == n) {
+      t += digits;
+    } else if (rng() & 1) {
+      t += "0." + std::string(rng() % 6, '0') + digits;
+    } else {
+      t += digits.substr(0, point) + "." + digits.substr(point);
+    }
+    if (rng() % 3 == 0) t += "e" + std::to_string(static_cast<int>(rng() % 60) - 30);
+    texts.push_back(t);
+  }
+  std::string entries;
+  for (size_t i = 0; i < texts.size(); ++i)
+    entries += (i ? "," : "") + entry("E" + std::to_string(i), tensor(1.0, texts[i]), tensor(1.0));
+  const gc::Dump d = gc::parse_dump(doc(entries), "t.json");
+  CHECK_EQ(d.rows.size(), 2 * texts.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    double want = 0;
+    const auto res = std::from_chars(texts[i].data(), texts[i].data() + texts[i].size(), want);
+    CHECK(res.ec == std::errc() && res.ptr == texts[i].data() + texts[i].size());
+    const gc::TensorRecord& r = d.rows[2 * i];
+    const double got = *r.stats[gc::kStatMax];
+    const bool integer = texts[i].find_first_of(".eE") == std::string::npos;
+    if (std::memcmp(&got, &want, 8) != 0 || r.kinds[gc::kStatMax] != (integer ? gc::ValueKind::kInt : gc::ValueKind::kFloat)) {
+      if (differ++ < 5) std::fprintf(stderr, "number %s: read %.17g, from_chars %.17g\n", texts[i].c_str(), got, want);
+    }
+  }
+  CHECK_EQ(differ, size_t{0});
+}
+
 void run_all() {
   python_float_repr();
   msprobe_cells();
@@ -704,6 +777,7 @@ void run_all() {
   csv_formula_cells();
   csv_written_in_chunks_equals_rendered();
   large_file_is_read_in_pieces();
+  numbers_read_as_from_chars();
   real_data_rules_and_csv();
   row_error_is_scale_aware();
   divergence_kinds();
