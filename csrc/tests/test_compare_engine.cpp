@@ -763,6 +763,82 @@ void numbers_read_as_from_chars() {
   CHECK_EQ(differ, size_t{0});
 }
 
+void whitespace_runs_as_json_allows() {
+  // The direct reader skips whitespace runs eight bytes a step: any run of
+  // ' ', '\n', '\t', '\r' (0 to 40 bytes, across every alignment) between
+  // tokens reads as the same records as the text without it, and any other
+  // byte in a run (a control character, a '!') is refused, as JSON says.
+  std::string entries;
+  for (int i = 0; i < 40; ++i)
+    entries += (i ? "," : "") + entry("Module.layers." + std::to_string(i) + ".Linear.forward.0",
+                                      tensor(1.0 + i, "2.5") + "," + tensor(2.0, "3"), tensor(4.0 + i));
+  const std::string plain = doc(entries);
+  const gc::Dump want = gc::parse_dump(plain, "t.json");
+  CHECK_EQ(want.rows.size(), size_t{120});
+  std::mt19937_64 rng(38);
+  const char kWs[] = {' ', '\n', '\t', '\r'};
+  // A run between tokens: after and before every structural character,
+  // never inside a string.
+  auto spaced = [&](const std::string& text, char intruder) {
+    std::string out;
+    bool in_string = false, escaped = false;
+    size_t runs = 0;
+    auto run = [&] {
+      const size_t n = rng() % 3 == 0 ? 0 : rng() % 41;
+      const size_t bad = intruder != 0 && runs++ == 57 ? rng() % (n + 1) : SIZE_MAX;
+      for (size_t k = 0; k <= n; ++k) {
+        if (k == bad) out.push_back(intruder);
+        if (k < n) out.push_back(kWs[rng() % 4]);
+      }
+    };
+    for (char c : text) {
+      if (in_string) {
+        out.push_back(c);
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+        continue;
+      }
+      if (c == ' ') continue;  // the text's own spaces: replaced by runs
+      const bool structural = c == '{' || c == '}' || c == '[' || c == ']' || c == ':' || c == ',';
+      if (structural) run();
+      out.push_back(c);
+      if (structural) run();
+      if (c == '"') in_string = true;
+    }
+    return out;
+  };
+  for (int round = 0; round < 200; ++round) {
+    const std::string text = spaced(plain, 0);
+    const gc::Dump got = gc::parse_dump(text, "t.json");
+    bool same = got.rows.size() == want.rows.size() && got.entries == want.entries;
+    for (size_t i = 0; same && i < want.rows.size(); ++i) {
+      const gc::TensorRecord &a = got.rows[i], &b = want.rows[i];
+      same = a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.kinds == b.kinds &&
+             a.requires_grad == b.requires_grad;
+      for (int s = 0; same && s < gc::kNumStats; ++s)
+        same = a.stats[s].has_value() == b.stats[s].has_value() && (!a.stats[s] || *a.stats[s] == *b.stats[s]);
+    }
+    if (!same) {
+      ::graphprobe::test::fail(__FILE__, __LINE__, "records differ with whitespace runs (round " + std::to_string(round) + ")");
+      break;
+    }
+  }
+  for (char intruder : {'\x0b', '\x0c', '\x01', '\x1f', '!', '\x7f'}) {
+    for (int round = 0; round < 20; ++round) {
+      bool thrown = false;
+      try {
+        gc::parse_dump(spaced(plain, intruder), "t.json");
+      } catch (const gc::DumpFormatError&) {
+        thrown = true;
+      }
+      if (!thrown)
+        ::graphprobe::test::fail(__FILE__, __LINE__, "byte " + std::to_string(static_cast<int>(intruder)) +
+                                                         " in a whitespace run was read");
+    }
+  }
+}
+
 void run_all() {
   python_float_repr();
   msprobe_cells();
@@ -778,6 +854,7 @@ void run_all() {
   csv_written_in_chunks_equals_rendered();
   large_file_is_read_in_pieces();
   numbers_read_as_from_chars();
+  whitespace_runs_as_json_allows();
   real_data_rules_and_csv();
   row_error_is_scale_aware();
   divergence_kinds();
