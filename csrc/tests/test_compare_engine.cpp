@@ -839,6 +839,67 @@ void whitespace_runs_as_json_allows() {
   }
 }
 
+void csv_number_cells_as_format_number() {
+  // The CSV writes a row's numbers through a buffer of its own (NumberRun,
+  // csv_writer.cpp): each statistic's cell must still be format_number of
+  // the value read, NaN and the infinities included, in every column.
+  std::mt19937_64 rng(381);
+  std::vector<double> values = {0.0, -0.0, 1.0, -1.0, 5e-324, -2.2250738585072014e-308, 1.7976931348623157e308,
+                                1e22, 9007199254740993.0, 123456789012345678.0, 0.1, 1e-7, 1e16, 1e15};
+  for (int i = 0; i < 4000; ++i) {
+    uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, 8);
+    if (std::isfinite(d)) values.push_back(d);
+    values.push_back(std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 120) - 90));
+  }
+  auto text_of = [](double v) -> std::string {
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+    char buf[64];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  };
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity()};
+  std::string t_entries, b_entries;
+  std::vector<std::array<double, 8>> want;  // per row: target Max, Min, Mean, Norm, then the bench's
+  for (size_t i = 0; i + 8 <= values.size(); i += 8) {
+    std::array<double, 8> v;
+    for (int k = 0; k < 8; ++k) v[k] = values[i + k];
+    if (i % 40 == 0) v[i / 40 % 8] = specials[i / 40 % 3];
+    want.push_back(v);
+    auto rec = [&](int o) {
+      return R"({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": )" + text_of(v[o]) +
+             R"(, "Min": )" + text_of(v[o + 1]) + R"(, "Mean": )" + text_of(v[o + 2]) + R"(, "Norm": )" +
+             text_of(v[o + 3]) + "}";
+    };
+    const std::string name = "E" + std::to_string(i);
+    t_entries += (t_entries.empty() ? "" : ",") + entry(name, rec(0), rec(0));
+    b_entries += (b_entries.empty() ? "" : ",") + entry(name, rec(4), rec(4));
+  }
+  const std::string text = gc::render_csv(run(doc(t_entries), doc(b_entries)));
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(text.substr(at, nl - at));
+  CHECK_EQ(lines.size(), 1 + 2 * want.size());
+  size_t differ = 0;
+  for (size_t row = 0; row + 1 < lines.size() && row / 2 < want.size(); ++row) {
+    // Unquoted cells up to the statistics: names, dtypes, the shape "[2]",
+    // flags, the 8 diff and relative-error cells.
+    std::vector<std::string> cells;
+    for (size_t at = 0, c;; at = c + 1) {
+      c = lines[row + 1].find(',', at);
+      cells.push_back(lines[row + 1].substr(at, c == std::string::npos ? std::string::npos : c - at));
+      if (c == std::string::npos || cells.size() == 24) break;
+    }
+    for (int k = 0; k < 8 && cells.size() == 24; ++k)
+      if (cells[16 + k] != gc::format_number(want[row / 2][k]) && differ++ < 5)
+        std::fprintf(stderr, "row %zu column %d: '%s', format_number '%s'\n", row, 16 + k, cells[16 + k].c_str(),
+                     gc::format_number(want[row / 2][k]).c_str());
+    if (cells.size() != 24) ++differ;
+  }
+  CHECK_EQ(differ, size_t{0});
+}
+
 void run_all() {
   python_float_repr();
   msprobe_cells();
@@ -855,6 +916,7 @@ void run_all() {
   large_file_is_read_in_pieces();
   numbers_read_as_from_chars();
   whitespace_runs_as_json_allows();
+  csv_number_cells_as_format_number();
   real_data_rules_and_csv();
   row_error_is_scale_aware();
   divergence_kinds();
