@@ -18,7 +18,6 @@ import functools
 import html
 import math
 import re
-from math import isfinite
 from collections.abc import Sequence
 from importlib import resources
 from string import Template
@@ -147,7 +146,7 @@ def _num_cell(v: float | None, text: str) -> str:
     if v is None:
         return '<td data-v="-Infinity">N/A</td>'
     full = repr(v)  # once: it is both the tooltip and, for finite v, the key
-    key = full if isfinite(v) else "Infinity" if v != v else full.replace("inf", "Infinity")
+    key = full if math.isfinite(v) else "Infinity" if v != v else full.replace("inf", "Infinity")
     return f'<td data-v="{key}" title="{full}">{text}</td>'  # numbers: nothing to escape
 
 
@@ -162,7 +161,7 @@ def _short_pct(v: float | None) -> str:
     """``short_pct(v)``, as :func:`_short`."""
     if v is None:
         return "N/A"
-    return f"{v:.4g}%" if isfinite(v) else f"{v:.4g}"
+    return f"{v:.4g}%" if math.isfinite(v) else f"{v:.4g}"
 
 
 def _cosine(v: float | None) -> str:
