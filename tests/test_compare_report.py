@@ -380,3 +380,25 @@ def test_an_index_that_cannot_be_written_is_a_warning_and_the_results_stay(tmp_p
         run = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out", progress=False)
     assert run.index_path is None and len(run.outcomes) == 2
     assert all(o.csv_path is not None and o.csv_path.is_file() for o in run.outcomes)
+
+
+def test_page_number_text_is_short_and_short_pct_exactly() -> None:
+    # report.py formats the table's and the plot's numbers with one format
+    # call (_short, _short_pct); numbers.py's short/short_pct are the
+    # reference (the summary's and the worst rows' text): they must agree
+    # on every float, the special values included.
+    import random
+    import struct
+
+    from graphprobe.compare import report
+    from graphprobe.compare.numbers import short, short_pct
+
+    rng = random.Random(38)
+    values: list[float | None] = [None, 0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan, 5e-324, 2.2250738585072014e-308,
+                                  1.7976931348623157e308, 1.0, -1.0, 0.5, 9.9995, 99995.0, 1e16, 123456789.0, 1e-5, 0.0001]
+    values += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(20000)]
+    values += [rng.choice((-1, 1)) * 10 ** rng.uniform(-12, 12) for _ in range(20000)]
+    values += [round(rng.uniform(-1e4, 1e4), rng.randint(0, 6)) for _ in range(5000)]
+    for v in values:
+        assert report._short(v) == short(v), v
+        assert report._short_pct(v) == short_pct(v), v

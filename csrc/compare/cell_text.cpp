@@ -32,6 +32,13 @@ void append_number(std::string& out, double v) {
 
 std::string shape_of(const TensorRecord& r) { return r.shape_text.empty() ? shape_str(r.shape) : r.shape_text; }
 
+bool same_shape(const TensorRecord& a, const TensorRecord& b) {
+  if (a.shape_text.empty() && b.shape_text.empty()) return a.shape == b.shape;
+  return shape_of(a) == shape_of(b);
+}
+
+bool shape_is_scalar(const TensorRecord& r) { return r.shape_text.empty() ? r.shape.empty() : r.shape_text == "[]"; }
+
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out;
   append_shape(out, s);

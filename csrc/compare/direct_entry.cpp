@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -26,6 +28,37 @@ RecordKey record_key(std::string_view k) {
     case 13: return k == "requires_grad" ? kKeyGrad : kKeyOther;
     default: return kKeyOther;
   }
+}
+
+// The bytes of a little-endian word that end a plain string: '"', '\\',
+// controls (< 0x20) and non-ASCII (>= 0x80); the lowest set bit (0x80 of
+// a byte) is the first such byte. A byte above a match may be flagged
+// falsely (the subtraction's borrow), never one below it.
+constexpr uint64_t kOnes = 0x0101010101010101ull;
+constexpr uint64_t kHighs = 0x8080808080808080ull;
+inline uint64_t zero_bytes(uint64_t w) { return (w - kOnes) & ~w & kHighs; }
+inline uint64_t stop_bytes(uint64_t w) {
+  return zero_bytes(w ^ (kOnes * '"')) | zero_bytes(w ^ (kOnes * '\\')) | ((w - kOnes * 0x20) & ~w & kHighs) |
+         (w & kHighs);
+}
+
+// m * 10^n + the n decimal digits at p (known to be digits; the result
+// below 2^64): eight digits a step as one little-endian word (the SWAR
+// conversion fast_float and simdjson use), the rest one by one.
+inline uint64_t accumulate_digits(uint64_t m, const char* p, size_t n) {
+  if constexpr (std::endian::native == std::endian::little) {
+    for (; n >= 8; n -= 8, p += 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      w -= 0x3030303030303030ull;
+      w = (w * 10) + (w >> 8);  // pairs of digits
+      w = (((w & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+           (((w >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+      m = m * 100000000 + w;
+    }
+  }
+  for (; n > 0; --n, ++p) m = m * 10 + static_cast<uint64_t>(*p - '0');
+  return m;
 }
 
 void append_index(std::string& s, size_t i) {
@@ -411,7 +444,14 @@ bool DirectEntryReader::tree(size_t depth) {
 }
 
 void DirectEntryReader::ws() {
-  while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\t' || *p_ == '\r')) ++p_;
+  // One compare and a bit test a byte: most bytes that end a run of
+  // whitespace are above ' ' (a graphprobe dump indents every line).
+  constexpr uint64_t kWs = (uint64_t{1} << ' ') | (uint64_t{1} << '\n') | (uint64_t{1} << '\t') | (uint64_t{1} << '\r');
+  while (p_ < end_) {
+    const auto c = static_cast<unsigned char>(*p_);
+    if (c > ' ' || !((kWs >> c) & 1)) return;
+    ++p_;
+  }
 }
 
 bool DirectEntryReader::consume(char c) {
@@ -432,6 +472,21 @@ bool DirectEntryReader::literal(std::string_view lit) {
 bool DirectEntryReader::string(std::string_view& out) {
   if (!consume('"')) return false;
   const char* s = p_;
+  // Eight bytes a step while there are eight (a record's strings are
+  // mostly longer than its keys: dtypes, entry names); the byte loop below
+  // then looks at the byte that stopped it, and at the last few.
+  if constexpr (std::endian::native == std::endian::little) {
+    while (end_ - p_ >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p_, 8);
+      const uint64_t stop = stop_bytes(w);
+      if (stop != 0) {
+        p_ += std::countr_zero(stop) / 8;
+        break;
+      }
+      p_ += 8;
+    }
+  }
   while (p_ < end_) {
     const auto c = static_cast<unsigned char>(*p_);
     if (c == '"') {
@@ -451,38 +506,77 @@ bool DirectEntryReader::string(std::string_view& out) {
 // reader's (it reads 1e999 as inf, as Python does).
 bool DirectEntryReader::number(double& v, bool& integer) {
   integer = false;
-  if (literal("NaN")) {
-    v = std::numeric_limits<double>::quiet_NaN();
-    return true;
-  }
-  if (literal("Infinity")) {
-    v = std::numeric_limits<double>::infinity();
-    return true;
-  }
   const char* start = p_;
-  auto digit = [&] { return p_ < end_ && *p_ >= '0' && *p_ <= '9'; };
-  if (consume('-') && literal("Infinity")) {
-    v = -std::numeric_limits<double>::infinity();
-    return true;
+  const bool negative = consume('-');
+  if (p_ < end_ && (*p_ == 'N' || *p_ == 'I')) {
+    p_ = start;
+    if (literal("NaN")) {
+      v = std::numeric_limits<double>::quiet_NaN();
+      return true;
+    }
+    if (literal("Infinity")) {
+      v = std::numeric_limits<double>::infinity();
+      return true;
+    }
+    if (consume('-') && literal("Infinity")) {
+      v = -std::numeric_limits<double>::infinity();
+      return true;
+    }
+    return false;
   }
+  auto digit = [&] { return p_ < end_ && *p_ >= '0' && *p_ <= '9'; };
   integer = true;
+  const char* int_begin = p_;
   if (consume('0')) {
     if (digit()) return false;
   } else {
     if (!digit()) return false;
     while (digit()) ++p_;
   }
+  const char* int_end = p_;
+  const char* frac_begin = p_;
   if (consume('.')) {
     integer = false;
+    frac_begin = p_;
     if (!digit()) return false;
     while (digit()) ++p_;
   }
+  const char* frac_end = p_;
+  int64_t exponent = 0;
   if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
     integer = false;
     ++p_;
+    const bool minus = p_ < end_ && *p_ == '-';
     if (p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
     if (!digit()) return false;
-    while (digit()) ++p_;
+    while (digit()) {
+      if (exponent < 100000) exponent = exponent * 10 + (*p_ - '0');
+      ++p_;
+    }
+    if (minus) exponent = -exponent;
+  }
+  // The digits as one integer when there are at most 19 (10^19 < 2^64),
+  // eight at a time, for the exact case below; from_chars reads the text
+  // again otherwise.
+  const size_t n_int = static_cast<size_t>(int_end - int_begin);
+  const size_t n_frac = static_cast<size_t>(frac_end - frac_begin);
+  uint64_t mantissa = 0;
+  const bool fits = n_int + n_frac <= 19;
+  if (fits) {
+    mantissa = accumulate_digits(accumulate_digits(0, int_begin, n_int), frac_begin, n_frac);
+    exponent -= static_cast<int64_t>(n_frac);
+  }
+  // Clinger's fast path: a mantissa below 2^53 and a power of ten up to
+  // 10^22 are both exact doubles, so one multiplication or division rounds
+  // once, to the double from_chars gives (correctly rounded, round to
+  // nearest). Half of Python's repr of statistics has <= 15-16 digits.
+  static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (fits && mantissa <= (uint64_t{1} << 53) && exponent >= -22 && exponent <= 22) {
+    const double m = static_cast<double>(mantissa);
+    const double x = exponent < 0 ? m / kPow10[-exponent] : m * kPow10[exponent];
+    v = negative ? -x : x;
+    return true;
   }
   const auto res = std::from_chars(start, p_, v);
   return res.ec == std::errc() && res.ptr == p_;

@@ -381,7 +381,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
     if (!python_equal(t, b, kStatMax)) r.hard = "value differs: " + stat_str(t, kStatMax) + " vs " + stat_str(b, kStatMax);
   } else if (t.dtype != b.dtype) {
     r.hard = "dtype differs: " + t.dtype + " vs " + b.dtype;
-  } else if (shape_of(t) != shape_of(b)) {
+  } else if (!same_shape(t, b)) {
     r.hard = "shape differs: " + shape_of(t) + " vs " + shape_of(b);
   } else if ((is_inf_or_nan(t, kStatMax) || is_inf_or_nan(t, kStatMin)) && !is_inf_or_nan(b, kStatMax) &&
              !is_inf_or_nan(b, kStatMin)) {

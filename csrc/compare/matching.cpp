@@ -2,6 +2,7 @@
 
 #include "compare/fnv1a.h"
 #include "compare/hash_groups.h"
+#include "compare/hash_order.h"
 #include "compare/huge_pages.h"
 
 #include <algorithm>
@@ -175,9 +176,8 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   };
   std::vector<uint64_t> hash(n);
   for (size_t i = 0; i < n; ++i) hash[i] = row_hash(bench, bench_head_hash, bench.rows[i]);
-  std::vector<uint32_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return hash[a] != hash[b] ? hash[a] < hash[b] : a < b; });
+  HashOrder by_hash_order = order_by_hash(hash);  // (hash, place): bench order within a hash
+  std::vector<uint32_t> order = std::move(by_hash_order.order);
   auto key_equal = [](const RowKey& a, const RowKey& b) {
     if (a.head.size() + a.tail.size() != b.head.size() + b.tail.size()) return false;
     if (a.head.size() == b.head.size()) return a.head == b.head && a.tail == b.tail;
@@ -185,7 +185,7 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   };
   bool by_hash = true;
   for (size_t i = 1; i < n && by_hash; ++i)
-    by_hash = hash[order[i]] != hash[order[i - 1]] ||
+    by_hash = by_hash_order.sorted_hash[i] != by_hash_order.sorted_hash[i - 1] ||
               key_equal(key(bench, bench_heads, bench.rows[order[i]]), key(bench, bench_heads, bench.rows[order[i - 1]]));
   if (!by_hash) {
     for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
@@ -205,13 +205,10 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
   std::vector<bool> alone;      // bench row: no other row shares its hash
   HashGroups groups;
   if (by_hash) {
-    sorted_hash.resize(n);
+    sorted_hash = std::move(by_hash_order.sorted_hash);
     place.resize(n);
     alone.assign(n, false);
-    for (size_t i = 0; i < n; ++i) {
-      sorted_hash[i] = hash[order[i]];
-      place[order[i]] = static_cast<uint32_t>(i);
-    }
+    for (size_t i = 0; i < n; ++i) place[order[i]] = static_cast<uint32_t>(i);
     for (size_t i = 0; i < n; ++i)
       alone[order[i]] = (i == 0 || sorted_hash[i - 1] != sorted_hash[i]) && (i + 1 == n || sorted_hash[i + 1] != sorted_hash[i]);
     groups = HashGroups(sorted_hash);

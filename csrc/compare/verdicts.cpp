@@ -98,13 +98,6 @@ class EntryJudge {
       }
   }
 
-  // shape_of(a) == shape_of(b), without spelling out both shapes of every
-  // matched row when neither has a shape text.
-  static bool same_shape(const TensorRecord& a, const TensorRecord& b) {
-    if (a.shape_text.empty() && b.shape_text.empty()) return a.shape == b.shape;
-    return shape_of(a) == shape_of(b);
-  }
-
   void differences(size_t i) {
     if (!matched(i)) return;
     const TensorRecord &tr = t(i), &br = b(i);
@@ -125,7 +118,7 @@ class EntryJudge {
     if (!matched(i)) return;
     const TensorRecord &tr = t(i), &br = b(i);
     if (tr.dtype.find("class") == std::string::npos || br.dtype.find("class") == std::string::npos) return;
-    if (shape_of(tr) != "[]" || python_equal(tr, br, kStatMax)) return;
+    if (!shape_is_scalar(tr) || python_equal(tr, br, kStatMax)) return;
     rows_[i].raise(Verdict::kError, "non-tensor argument differs: " + stat_str(tr, kStatMax) + " vs " + stat_str(br, kStatMax));
   }
 

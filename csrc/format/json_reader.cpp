@@ -549,7 +549,13 @@ void ObjectStream::skip_to(size_t offset) { parser_->pos_ = std::min(offset, par
 
 ObjectStream::Mark ObjectStream::mark() const {
   const Parser& p = *parser_;
-  return {p.pos_, p.located_at_, p.located_line_, p.located_col_, first_member_};
+  Mark m{p.pos_, p.located_at_, p.located_line_, p.located_col_, first_member_.size(), 0, {}};
+  if (m.depth <= 64) {
+    for (size_t i = 0; i < m.depth; ++i) m.first_bits |= uint64_t{first_member_[i]} << i;
+  } else {
+    m.first_member = first_member_;
+  }
+  return m;
 }
 
 void ObjectStream::reset(const Mark& m) {
@@ -558,7 +564,12 @@ void ObjectStream::reset(const Mark& m) {
   p.located_at_ = m.located_at;
   p.located_line_ = m.line;
   p.located_col_ = m.column;
-  first_member_ = m.first_member;
+  if (m.depth <= 64) {
+    first_member_.resize(m.depth);
+    for (size_t i = 0; i < m.depth; ++i) first_member_[i] = (m.first_bits >> i) & 1;
+  } else {
+    first_member_ = m.first_member;
+  }
 }
 
 void ObjectStream::count_lines_to(size_t offset) { parser_->locate(offset); }

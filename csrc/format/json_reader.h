@@ -151,6 +151,11 @@ class ObjectStream {
   struct Mark {
     size_t pos = 0;
     size_t located_at = 0, line = 1, column = 1;
+    // The entered objects' "no key read yet" flags: as bits while there are
+    // at most 64 (a mark is taken twice per entry of a dump.json, and a
+    // vector's copy was an allocation each time), else in the vector.
+    size_t depth = 0;
+    uint64_t first_bits = 0;
     std::vector<bool> first_member;
   };
   Mark mark() const;

@@ -2,8 +2,12 @@
 // verdict rules, matching, first divergence, CSV. Expected values are worked
 // out by hand in the comments.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -690,6 +694,212 @@ void coverage_of_the_sides() {
   CHECK(r.coverage.problem.empty() && r.coverage.matched_rows == 6);
 }
 
+
+void numbers_read_as_from_chars() {
+  // The direct reader converts most numbers itself (Clinger's exact case,
+  // the digits read eight at a time) and hands the rest to from_chars: the
+  // value must be from_chars' own, bit for bit, for every way a number is
+  // written -- shortest round trip, %.17g, %.15g, %e, random digit strings
+  // with the point anywhere, leading zeros, exponents at the fast path's
+  // edges (|10^k| <= 22, mantissa 2^53).
+  std::vector<std::string> texts = {"0", "-0", "0.0", "-0.0", "1", "-1", "0.1", "1e22", "1e23", "-1e-22", "1e-23",
+                                    "9007199254740992", "9007199254740993", "9007199254740991.5", "123456789012345678",
+                                    "1234567890123456789", "12345678901234567890", "0.0000000000000000000001234",
+                                    "1.7976931348623157e308", "5e-324", "2.2250738585072014e-308", "4.9E-324",
+                                    "1E+2", "1e+0", "1e-0", "100000000000000000000000", "0.30000000000000004",
+                                    "99999999.99999999", "12345678.12345678", "1.00000000000000000000001"};
+  std::mt19937_64 rng(38);
+  char buf[64];
+  for (int i = 0; i < 60000; ++i) {
+    uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, 8);
+    if (!std::isfinite(d)) continue;
+    texts.emplace_back(buf, std::to_chars(buf, buf + sizeof buf, d).ptr);
+    // statistics-like magnitudes, and their float32 roundings
+    const double x = std::ldexp(static_cast<double>(rng() >> 11) / 9007199254740992.0, static_cast<int>(rng() % 80) - 40);
+    texts.emplace_back(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+    texts.emplace_back(buf, std::to_chars(buf, buf + sizeof buf, static_cast<double>(static_cast<float>(x))).ptr);
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    texts.emplace_back(buf);
+    std::snprintf(buf, sizeof buf, "%.15g", -x);
+    texts.emplace_back(buf);
+    std::snprintf(buf, sizeof buf, "%.16e", x);
+    texts.emplace_back(buf);
+    // 1-24 random digits, the point anywhere (or none), an exponent or none
+    std::string t = (rng() & 1) ? "-" : "";
+    const int n = 1 + static_cast<int>(rng() % 24);
+    std::string digits;
+    for (int k = 0; k < n; ++k) digits += static_cast<char>('0' + rng() % 10);
+    if (digits.size() > 1 && digits[0] == '0') digits[0] = '1' + static_cast<char>(rng() % 9);
+    const int point = static_cast<int>(rng() % (n + 1));
+    if (point == 0 || point == n) {
+      t += digits;
+    } else if (rng() & 1) {
+      t += "0." + std::string(rng() % 6, '0') + digits;
+    } else {
+      t += digits.substr(0, point) + "." + digits.substr(point);
+    }
+    if (rng() % 3 == 0) t += "e" + std::to_string(static_cast<int>(rng() % 60) - 30);
+    texts.push_back(t);
+  }
+  std::string entries;
+  for (size_t i = 0; i < texts.size(); ++i)
+    entries += (i ? "," : "") + entry("E" + std::to_string(i), tensor(1.0, texts[i]), tensor(1.0));
+  const gc::Dump d = gc::parse_dump(doc(entries), "t.json");
+  CHECK_EQ(d.rows.size(), 2 * texts.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    double want = 0;
+    const auto res = std::from_chars(texts[i].data(), texts[i].data() + texts[i].size(), want);
+    CHECK(res.ec == std::errc() && res.ptr == texts[i].data() + texts[i].size());
+    const gc::TensorRecord& r = d.rows[2 * i];
+    const double got = *r.stats[gc::kStatMax];
+    const bool integer = texts[i].find_first_of(".eE") == std::string::npos;
+    if (std::memcmp(&got, &want, 8) != 0 || r.kinds[gc::kStatMax] != (integer ? gc::ValueKind::kInt : gc::ValueKind::kFloat)) {
+      if (differ++ < 5) std::fprintf(stderr, "number %s: read %.17g, from_chars %.17g\n", texts[i].c_str(), got, want);
+    }
+  }
+  CHECK_EQ(differ, size_t{0});
+}
+
+void whitespace_runs_as_json_allows() {
+  // The direct reader skips whitespace runs eight bytes a step: any run of
+  // ' ', '\n', '\t', '\r' (0 to 40 bytes, across every alignment) between
+  // tokens reads as the same records as the text without it, and any other
+  // byte in a run (a control character, a '!') is refused, as JSON says.
+  std::string entries;
+  for (int i = 0; i < 40; ++i)
+    entries += (i ? "," : "") + entry("Module.layers." + std::to_string(i) + ".Linear.forward.0",
+                                      tensor(1.0 + i, "2.5") + "," + tensor(2.0, "3"), tensor(4.0 + i));
+  const std::string plain = doc(entries);
+  const gc::Dump want = gc::parse_dump(plain, "t.json");
+  CHECK_EQ(want.rows.size(), size_t{120});
+  std::mt19937_64 rng(38);
+  const char kWs[] = {' ', '\n', '\t', '\r'};
+  // A run between tokens: after and before every structural character,
+  // never inside a string.
+  auto spaced = [&](const std::string& text, char intruder) {
+    std::string out;
+    bool in_string = false, escaped = false;
+    size_t runs = 0;
+    auto run = [&] {
+      const size_t n = rng() % 3 == 0 ? 0 : rng() % 41;
+      const size_t bad = intruder != 0 && runs++ == 57 ? rng() % (n + 1) : SIZE_MAX;
+      for (size_t k = 0; k <= n; ++k) {
+        if (k == bad) out.push_back(intruder);
+        if (k < n) out.push_back(kWs[rng() % 4]);
+      }
+    };
+    for (char c : text) {
+      if (in_string) {
+        out.push_back(c);
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+        continue;
+      }
+      if (c == ' ') continue;  // the text's own spaces: replaced by runs
+      const bool structural = c == '{' || c == '}' || c == '[' || c == ']' || c == ':' || c == ',';
+      if (structural) run();
+      out.push_back(c);
+      if (structural) run();
+      if (c == '"') in_string = true;
+    }
+    return out;
+  };
+  for (int round = 0; round < 200; ++round) {
+    const std::string text = spaced(plain, 0);
+    const gc::Dump got = gc::parse_dump(text, "t.json");
+    bool same = got.rows.size() == want.rows.size() && got.entries == want.entries;
+    for (size_t i = 0; same && i < want.rows.size(); ++i) {
+      const gc::TensorRecord &a = got.rows[i], &b = want.rows[i];
+      same = a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.kinds == b.kinds &&
+             a.requires_grad == b.requires_grad;
+      for (int s = 0; same && s < gc::kNumStats; ++s)
+        same = a.stats[s].has_value() == b.stats[s].has_value() && (!a.stats[s] || *a.stats[s] == *b.stats[s]);
+    }
+    if (!same) {
+      ::graphprobe::test::fail(__FILE__, __LINE__, "records differ with whitespace runs (round " + std::to_string(round) + ")");
+      break;
+    }
+  }
+  for (char intruder : {'\x0b', '\x0c', '\x01', '\x1f', '!', '\x7f'}) {
+    for (int round = 0; round < 20; ++round) {
+      bool thrown = false;
+      try {
+        gc::parse_dump(spaced(plain, intruder), "t.json");
+      } catch (const gc::DumpFormatError&) {
+        thrown = true;
+      }
+      if (!thrown)
+        ::graphprobe::test::fail(__FILE__, __LINE__, "byte " + std::to_string(static_cast<int>(intruder)) +
+                                                         " in a whitespace run was read");
+    }
+  }
+}
+
+void csv_number_cells_as_format_number() {
+  // The CSV writes a row's numbers through a buffer of its own (NumberRun,
+  // csv_writer.cpp): each statistic's cell must still be format_number of
+  // the value read, NaN and the infinities included, in every column.
+  std::mt19937_64 rng(381);
+  std::vector<double> values = {0.0, -0.0, 1.0, -1.0, 5e-324, -2.2250738585072014e-308, 1.7976931348623157e308,
+                                1e22, 9007199254740993.0, 123456789012345678.0, 0.1, 1e-7, 1e16, 1e15};
+  for (int i = 0; i < 4000; ++i) {
+    uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, 8);
+    if (std::isfinite(d)) values.push_back(d);
+    values.push_back(std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 120) - 90));
+  }
+  auto text_of = [](double v) -> std::string {
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+    char buf[64];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  };
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity()};
+  std::string t_entries, b_entries;
+  std::vector<std::array<double, 8>> want;  // per row: target Max, Min, Mean, Norm, then the bench's
+  for (size_t i = 0; i + 8 <= values.size(); i += 8) {
+    std::array<double, 8> v;
+    for (int k = 0; k < 8; ++k) v[k] = values[i + k];
+    if (i % 40 == 0) v[i / 40 % 8] = specials[i / 40 % 3];
+    want.push_back(v);
+    auto rec = [&](int o) {
+      return R"({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": )" + text_of(v[o]) +
+             R"(, "Min": )" + text_of(v[o + 1]) + R"(, "Mean": )" + text_of(v[o + 2]) + R"(, "Norm": )" +
+             text_of(v[o + 3]) + "}";
+    };
+    const std::string name = "E" + std::to_string(i);
+    t_entries += (t_entries.empty() ? "" : ",") + entry(name, rec(0), rec(0));
+    b_entries += (b_entries.empty() ? "" : ",") + entry(name, rec(4), rec(4));
+  }
+  const std::string text = gc::render_csv(run(doc(t_entries), doc(b_entries)));
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(text.substr(at, nl - at));
+  CHECK_EQ(lines.size(), 1 + 2 * want.size());
+  size_t differ = 0;
+  for (size_t row = 0; row + 1 < lines.size() && row / 2 < want.size(); ++row) {
+    // Unquoted cells up to the statistics: names, dtypes, the shape "[2]",
+    // flags, the 8 diff and relative-error cells.
+    std::vector<std::string> cells;
+    for (size_t at = 0, c;; at = c + 1) {
+      c = lines[row + 1].find(',', at);
+      cells.push_back(lines[row + 1].substr(at, c == std::string::npos ? std::string::npos : c - at));
+      if (c == std::string::npos || cells.size() == 24) break;
+    }
+    for (int k = 0; k < 8 && cells.size() == 24; ++k)
+      if (cells[16 + k] != gc::format_number(want[row / 2][k]) && differ++ < 5)
+        std::fprintf(stderr, "row %zu column %d: '%s', format_number '%s'\n", row, 16 + k, cells[16 + k].c_str(),
+                     gc::format_number(want[row / 2][k]).c_str());
+    if (cells.size() != 24) ++differ;
+  }
+  CHECK_EQ(differ, size_t{0});
+}
+
 void run_all() {
   python_float_repr();
   msprobe_cells();
@@ -704,6 +914,9 @@ void run_all() {
   csv_formula_cells();
   csv_written_in_chunks_equals_rendered();
   large_file_is_read_in_pieces();
+  numbers_read_as_from_chars();
+  whitespace_runs_as_json_allows();
+  csv_number_cells_as_format_number();
   real_data_rules_and_csv();
   row_error_is_scale_aware();
   divergence_kinds();
