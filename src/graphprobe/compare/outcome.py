@@ -135,9 +135,10 @@ class PairOutcome:
     # after a rounding flip: docs/formats.md); --fail-on error reports them,
     # not fails.
     errors_within_noise: int = 0
-    # Non-tensor arguments that differ in a call whose outputs agree within
-    # their floors, each "ENTRY NAME: TARGET vs BENCH" (the two programs call
-    # it differently to the same result): not a divergence, said in the summary.
+    # Non-tensor arguments that differ in a call whose outputs are no further
+    # apart than rounding and their inputs explain, each "ENTRY NAME: TARGET
+    # vs BENCH" (the two programs call it differently to the same result): not
+    # a divergence, said in the summary.
     arguments_without_effect: tuple[str, ...] = ()
     # (rows differing, rows) of the parameters when they were judged as an
     # first training step's update (step 1, a dump with a backward
