@@ -30,6 +30,12 @@ SUBCOMMANDS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every subcommand registered."""
+    return _parser(SUBCOMMANDS)
+
+
+def _parser(names: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser with the subcommands ``names`` (keys of ``SUBCOMMANDS``,
+    in its order) registered."""
     import graphprobe
 
     # Raw: argparse would wrap --version's text at the terminal width, cutting
@@ -41,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"graphprobe {graphprobe.__version__} ({os.path.dirname(graphprobe.__file__)})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for target in SUBCOMMANDS.values():
+    for name, target in SUBCOMMANDS.items():
+        if name not in names:
+            continue
         module, _, func = target.partition(":")
         getattr(importlib.import_module(module), func)(sub)
     return parser
@@ -51,7 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graphprobe`` console script; returns the exit
     code (0 ok, 1 check failed, 2 usage or input error, 130 interrupted, 141
     when stdout was closed by its reader, as for ``... | head -1``)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A command line naming a subcommand first registers that one alone:
+    # the others' modules (graphprobe.config for demo, ...) cost a compare
+    # their import time. Anything else (--help, --version, an unknown
+    # command) gets the full parser, so that every message is unchanged.
+    parser = _parser([argv[0]]) if argv and argv[0] in SUBCOMMANDS else build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)

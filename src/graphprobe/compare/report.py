@@ -17,9 +17,9 @@ from __future__ import annotations
 import functools
 import html
 import math
+import os
 import re
 from collections.abc import Sequence
-from importlib import resources
 from string import Template
 
 from graphprobe.compare.numbers import shorten_numbers
@@ -54,7 +54,11 @@ _TO_ESCAPE = re.compile("[&<>\"'\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 def _asset(name: str) -> str:
     """The page's stylesheet or script (package resources under
     report_assets/), with the verdict colours filled in."""
-    text = resources.files("graphprobe.compare").joinpath("report_assets").joinpath(name).read_text(encoding="utf-8")
+    # Read by this module's loader (a file, or a zip member), as
+    # importlib.resources would, without its imports (typing, tempfile, ...):
+    # decoded and newlines translated as its read_text does.
+    raw = __loader__.get_data(os.path.join(os.path.dirname(__file__), "report_assets", name))
+    text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     return Template(text).substitute(error_colour=COLOURS["error"]) if name.endswith(".css") else text
 
 

@@ -18,14 +18,12 @@ from graphprobe.compare.native import native
 from graphprobe.compare.outcome import CompareRun, PairOutcome
 from graphprobe.compare.output_names import claim_names, release_names, write_failure
 from graphprobe.compare.pairing import Pair, Pairing, PairingError, pair_paths
-from graphprobe.compare.report_index import write_index
-from graphprobe.compare.referee import (Verdict, add_reference_columns, kept_by_exact_rule, referee,
-                                        referee_divergence, with_referee_note)
 from graphprobe.compare.unmatched import same_name_unmatched
 from graphprobe.compare.summary import ProgressBar
 from graphprobe.compare.tensors import TENSOR_LAYOUTS
 from graphprobe.compare.tensor_layout import prepare_sides
 from graphprobe.compare.thresholds import Thresholds, check_divergence_options, default
+from graphprobe.compare.verdicts import Verdict
 from graphprobe.output_files import make_dirs, write_text_atomic
 
 __all__ = ["check_path_text", "compare", "compare_pair", "out_of_memory"]
@@ -110,6 +108,10 @@ def compare_pair(
         fill_tensor_metrics(result, pair.target.parent, pair.bench.parent, options)
     verdict = None
     if reference is not None:
+        # Imported here: only a compare with --reference uses the referee.
+        from graphprobe.compare.referee import (add_reference_columns, kept_by_exact_rule, referee_divergence,
+                                                with_referee_note)
+
         try:
             verdict = _referee(eng, result, pair, reference, options)
         except (eng.DumpFormatError, OSError) as e:
@@ -266,6 +268,8 @@ def _referee(eng: Any, result: Any, pair: Pair, reference: Path, options: Any) -
     """The float64 referee's verdict on one pair: both sides compared with
     REF by the engine (rows matched by name), then the rule of
     :mod:`graphprobe.compare.referee`."""
+    from graphprobe.compare.referee import referee  # only --reference uses it
+
     target_ref = eng.compare_files(str(pair.target), str(reference), options)
     bench_ref = eng.compare_files(str(pair.bench), str(reference), options)
     return referee(result, target_ref, bench_ref, eng.noise_floor_table(), ratio=options.divergence_ratio,
@@ -412,6 +416,9 @@ def compare(
     run = CompareRun(outcomes=outcomes, unpaired=pairing.unpaired, output_dir=out)
     if sum(o.report_path is not None for o in outcomes) > 1:
         # index.html: every report of this compare, with its counts and first divergence
+        # (imported here: a compare of one pair writes none)
+        from graphprobe.compare.report_index import write_index
+
         try:
             run.index_path = write_index(run, stamp)
         except OSError as e:  # the results are written: the index alone is missing, and said so

@@ -29,12 +29,10 @@ real-data metrics (compare/tensors.py) read the files:
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import shutil
 import stat
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -349,6 +347,9 @@ def prepare_sides(target: str | os.PathLike[str], bench: str | os.PathLike[str],
     if not any(p.is_dir() and _has_aclgraph_folder(p, 2) for p in sides):
         return os.fspath(target), os.fspath(bench)
     if workdir is None:
+        import atexit  # imported here: only aclgraph-layout dumps get a mirror
+        import tempfile
+
         workdir = tempfile.mkdtemp(prefix="graphprobe-aclgraph-")
         atexit.register(shutil.rmtree, workdir, True)
     out = []
