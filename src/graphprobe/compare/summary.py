@@ -23,6 +23,12 @@ WORST_ORDER = "by verdict (error, warning, pass), then by NormRelativeErr, large
 _DIVERGENCE_PAIRS = 8  # pairs whose first divergence is explained in full; the rest are in the table
 
 
+# Arguments without effect (docs/formats.md): one wording for the line of
+# all pairs and the line of one.
+_CALLED_OTHERWISE = "called with another argument to the same result"
+_SAME_RESULT = "outputs no further apart than rounding and their inputs explain; not a divergence"
+
+
 def divergence_lines(run: CompareRun) -> list[str]:
     """Per pair: the first divergence with its explanation and the noise
     upstream (or the noise seen when there is none), a side that is empty or
@@ -46,8 +52,7 @@ def divergence_lines(run: CompareRun) -> list[str]:
         called = [o for o in read if o.arguments_without_effect]
         if called:
             o = called[0]
-            lines.append(f"called with another argument to the same result in {len(called)} pair(s) (outputs no further "
-                         f"apart than rounding and their inputs explain; not a divergence), e.g. {o.pair.label}: "
+            lines.append(f"{_CALLED_OTHERWISE} in {len(called)} pair(s) ({_SAME_RESULT}), e.g. {o.pair.label}: "
                          f"{o.arguments_without_effect[0]}")
     explained = shown if shown or not single else read  # a single pair always gets its line
     for o in explained[:_DIVERGENCE_PAIRS]:
@@ -78,9 +83,7 @@ def divergence_lines(run: CompareRun) -> list[str]:
                          f"agreed there and differs now is one)")
         if o.arguments_without_effect:
             first, more = o.arguments_without_effect[0], len(o.arguments_without_effect) - 1
-            lines.append(f"{who}called with another argument to the same result (outputs no further apart than "
-                         f"rounding and their inputs explain; not a divergence): {first}"
-                         + (f" and {more} more" if more else ""))
+            lines.append(f"{who}{_CALLED_OTHERWISE} ({_SAME_RESULT}): {first}" + (f" and {more} more" if more else ""))
         if o.errors_within_noise:
             lines.append(f"{who}{o.errors_within_noise} row(s) under Result error are msprobe's rules on records "
                          "the first-divergence rule finds within rounding noise (cancellation residues; outputs whose "
