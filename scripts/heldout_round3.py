@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -132,27 +133,36 @@ FAULT_SITES = {
 }
 
 
-def register() -> None:
+def inputs_of(name: str) -> Callable[[torch.dtype], rm.Inputs]:
+    """The inputs a model of this round takes."""
+    return _image if name in VISION else rm._bert_inputs if name in ENCODERS else rm._token_inputs
+
+
+def register(builders: dict[str, Callable[[], torch.nn.Module]], sites: dict[str, tuple],
+             inputs: Callable[[str], Callable[[torch.dtype], rm.Inputs]]) -> None:
     """Adds the models to the matrix's architecture table (tests/real_model_faults.py)."""
-    for name, build in BUILDERS.items():
-        inputs = _image if name in VISION else rm._bert_inputs if name in ENCODERS else rm._token_inputs
-        target, attention, act, norm, grad = FAULT_SITES.get(name, ("", None, "silu", "layer_norm", ""))
-        F.ARCHS[name] = F.Arch(name, build, inputs, target, attention, act, norm, grad)
+    for name, build in builders.items():
+        target, attention, act, norm, grad = sites.get(name, ("", None, "silu", "layer_norm", ""))
+        F.ARCHS[name] = F.Arch(name, build, inputs(name), target, attention, act, norm, grad)
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
     return [tuple(c.split(":")) for c in text.split(",")]  # type: ignore[misc]
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], builders: dict[str, Callable[[], torch.nn.Module]] = BUILDERS,
+         sites: dict[str, tuple] = FAULT_SITES,
+         inputs: Callable[[str], Callable[[torch.dtype], rm.Inputs]] = inputs_of, usage: str = __doc__) -> int:
+    """Runs the clean pairs or the faults of ``argv`` (the usage above) on
+    ``builders``' models, the faults where ``sites`` puts them."""
     if len(argv) < 3 or argv[0] not in ("clean", "faults"):
-        print(__doc__)
+        print(usage)
         return 2
-    register()
+    register(builders, sites, inputs)
     part, names, out = argv[0], argv[1].split(","), argv[2]
-    unknown = [n for n in names if n not in BUILDERS or (part == "faults" and n not in FAULT_SITES)]
+    unknown = [n for n in names if n not in builders or (part == "faults" and n not in sites)]
     if unknown:
-        allowed = BUILDERS if part == "clean" else FAULT_SITES
+        allowed = builders if part == "clean" else sites
         print(f"unknown model(s) {', '.join(unknown)}; allowed for {part}: {', '.join(allowed)}")
         return 2
     if part == "clean":

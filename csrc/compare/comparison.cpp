@@ -108,6 +108,9 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   result.parameters_as_causes = options.parameters_as_causes;
   result.carried_parameters = options.carried_parameters;
   std::sort(result.carried_parameters.begin(), result.carried_parameters.end());
+  result.update_basis = options.update_basis;
+  std::sort(result.update_basis.begin(), result.update_basis.end(),
+            [](const UpdateBasis& a, const UpdateBasis& b) { return a.key < b.key; });
   apply_verdicts(result.target, result.bench, result.rows, options.thresholds, options.graphprobe_verdicts);
   measure_coverage(result);
   find_first_divergence(result, options.thresholds);

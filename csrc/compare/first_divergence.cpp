@@ -593,9 +593,57 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // one pair, and the step before says how far the drift had come (a rule
   // across steps, not written yet).
   result.parameters_after_update = !result.parameters_as_causes && result.step == 1 && records_backward(target);
+  // Unless step 0 says how far apart the first update may leave each
+  // parameter (CompareOptions::update_basis): then the parameter rows beyond
+  // that bound are causes, where they are at least half of those judged and
+  // more than one (parameters_across_steps.h: one parameter beyond is a
+  // residue part of its gradient; an optimizer step that differs moves them
+  // all). Per row; empty where the rule names none.
+  std::vector<bool> update_differs;
+  result.update_rows_judged = result.update_rows_beyond = 0;
+  if (result.parameters_after_update && !result.update_basis.empty()) {
+    update_differs.assign(rows.size(), false);
+    const auto& basis = result.update_basis;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].match != MatchKind::kMatched) continue;
+      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+      if (!is_parameter_row(t, target.entries)) continue;
+      const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+      const Sketch* ts = sketch_of(target, t);
+      const Sketch* bs = sketch_of(bench, b);
+      const OptDouble& norm = b.stats[kStatNorm];
+      if (!ts || !bs || !norm) continue;
+      const std::string key = parameter_key(t, target.entries);
+      const auto it = std::lower_bound(basis.begin(), basis.end(), key,
+                                       [](const UpdateBasis& u, const std::string& k) { return u.key < k; });
+      if (it == basis.end() || it->key != key) continue;
+      const double floor_abs = noise_floor_for(b.dtype, true).sketch * scale * std::fabs(*norm);
+      const UpdateJudgment j = first_update_beyond(*it, *ts, *bs, floor_abs);
+      result.update_rows_judged += j.judged;
+      if (j.beyond) {
+        update_differs[i] = true;
+        ++result.update_rows_beyond;
+      }
+    }
+    if (!(result.update_rows_beyond >= 2 && result.update_rows_beyond * 2 >= result.update_rows_judged))
+      update_differs.clear();
+  }
+  // A parameter is a cause on Max/Min/Mean/Norm (cause_z); one the first
+  // update's rule names, on its Sketch too: that rule judged it by the
+  // Sketch (an update x1.01 moves a parameter 1e-5 of its Norm with lr 1e-3,
+  // below the four statistics' float32 floor and 5x the Sketch's).
+  auto parameter_z = [&](size_t i) {
+    const double z = cause_z(zc[i]);
+    if (update_differs.empty()) return z;
+    const int64_t p = result.parameter_of[i];
+    return update_differs[p >= 0 ? static_cast<size_t>(p) : i] ? std::max(z, zc[i][kSketchClass]) : z;
+  };
   if (result.parameters_after_update)
     for (size_t i = 0; i < rows.size(); ++i)
-      if (rows[i].target >= 0 && parameter(i)) drifting[i] = true;
+      if (rows[i].target >= 0 && parameter(i)) {
+        const int64_t p = result.parameter_of[i];  // an API input that is a parameter: its parameter row
+        drifting[i] = update_differs.empty() || !update_differs[p >= 0 ? static_cast<size_t>(p) : i];
+      }
   int64_t params_beyond = 0;  // parameter rows beyond their floor, drifting or not
   int64_t params = 0, params_differing = 0, params_carried = 0;
   const auto ranges = entry_ranges(target, rows);
@@ -638,7 +686,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       used[floor_index[i]] = true;
       if (is_parameter_row(t, target.entries)) {
         ++params;
-        if (!drifting[i] && cause_z(e.z_class) > 1) ++params_differing;
+        if (!drifting[i] && parameter_z(i) > 1) ++params_differing;
         if (cause_z(e.z_class) > 1) ++params_beyond;
         if (carried[i] && cause_z(e.z_class) > 1) ++params_carried;
       }
@@ -648,6 +696,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   result.parameter_rows_differing = params_beyond;
   result.parameter_rows_carried = params_carried;
   result.differing_parameters = differing_parameters(result, zc);
+  // A training step's parameters for the step after it (the first update's rule).
+  if (records_backward(target)) result.parameter_basis = parameter_basis(result);
   for (CompareRow& row : rows)
     if (row.target < 0) row.z = std::nullopt;
   for (size_t k = 0; k < table.size(); ++k)
@@ -807,7 +857,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         par.add(ec[i], zc[i], i);
         // A parameter whose gradient is zero in theory drifts under the
         // optimizer (cancellation.h): its error explains, it is no cause.
-        if (!drifting[i] && cause_z(zc[i]) > par_z) par_z = cause_z(zc[i]), par_row = i;
+        if (!drifting[i] && parameter_z(i) > par_z) par_z = parameter_z(i), par_row = i;
       } else {
         in.add(ec[i], zc[i], i);
         for (int c : kClasses) in_own[c] = std::max(in_own[c], own(i)[c]);
@@ -1327,8 +1377,10 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     Divergence d;
     d.entry = entry;
     d.kinds = kinds;
-    // A parameter cause is decided on Max/Min/Mean/Norm (cause_z): its worse class.
-    const int par_class = zc[par_row][kExtremeClass] > zc[par_row][kAggregateClass] ? kExtremeClass : kAggregateClass;
+    // A parameter cause is decided on Max/Min/Mean/Norm (cause_z), or its
+    // Sketch where the first update's rule named it (parameter_z): its worse class.
+    int par_class = zc[par_row][kExtremeClass] > zc[par_row][kAggregateClass] ? kExtremeClass : kAggregateClass;
+    if (parameter_z(par_row) > cause_z(zc[par_row])) par_class = kSketchClass;
     const int cls = (kinds & kParameterCause) ? par_class : (kinds & kOutputCause) ? out_class : in_class;
     d.row = (kinds & kParameterCause) ? par_row : (kinds & kOutputCause) ? out.row[cls] : in.row[cls];
     d.z_inputs = in.any_z();
@@ -1355,7 +1407,12 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       }
       std::string m = what + " differs: " + error_text(pe, par_class, scale) +
                       "; nothing recorded produced it";
-      if (d.parameters_throughout)
+      if (!update_differs.empty())
+        m += "; after the first update " + std::to_string(result.update_rows_beyond) + " of " +
+             std::to_string(result.update_rows_judged) +
+             " parameter rows judged are further apart than their gradients' rounding at step 0 explains: the "
+             "update itself differs (the optimizer step, or code run between the steps)";
+      else if (d.parameters_throughout)
         m += "; the parameters differ throughout (" + std::to_string(params_differing) + " of " +
              std::to_string(params) +
              " parameter rows beyond the floor): the divergence started in an earlier step's update, or the "

@@ -1,6 +1,9 @@
 #include "compare/parameters_across_steps.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <string_view>
 
 #include "compare/module_entry_name.h"
@@ -55,6 +58,51 @@ std::vector<std::string> differing_parameters(const CompareResult& result, const
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+std::vector<UpdateBasis> parameter_basis(const CompareResult& result) {
+  const Dump& target = result.target;
+  const Dump& bench = result.bench;
+  std::map<std::string, UpdateBasis> found;
+  std::map<std::string, bool> has_value;
+  for (const CompareRow& r : result.rows) {
+    if (r.match != MatchKind::kMatched) continue;
+    const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
+    const TensorRecord& b = bench.rows[static_cast<size_t>(r.bench)];
+    if (b.sketch < 0) continue;
+    std::string key = parameter_key(t, target.entries);
+    if (key.empty()) continue;
+    UpdateBasis& u = found[key];
+    const auto& bs = bench.sketches[static_cast<size_t>(b.sketch)];
+    if (is_parameter_row(t, target.entries)) {
+      if (!has_value[key]) u.sketch = bs;
+      has_value[key] = true;
+      continue;
+    }
+    const OptDouble& norm = b.stats[kStatNorm];
+    if (t.sketch < 0 || !norm || !(*norm > 0)) {
+      u.gradient_error = std::numeric_limits<double>::infinity();  // cannot tell: never judged
+      continue;
+    }
+    const double e = sketch_distance(target.sketches[static_cast<size_t>(t.sketch)], bs) / *norm;
+    u.gradient_error = std::max(u.gradient_error, std::isfinite(e) ? e : std::numeric_limits<double>::infinity());
+    u.key = key;  // marks a gradient seen
+  }
+  std::vector<UpdateBasis> out;
+  for (auto& [key, u] : found)
+    if (has_value[key] && u.key == key && std::isfinite(u.gradient_error)) out.push_back(u);
+  return out;  // std::map: sorted by key
+}
+
+UpdateJudgment first_update_beyond(const UpdateBasis& before, const std::array<double, 4>& target_after,
+                                   const std::array<double, 4>& bench_after, double floor_abs) {
+  UpdateJudgment j;
+  const double update = sketch_distance(bench_after, before.sketch);
+  const double spread = kUpdateFlipMargin * std::sqrt(before.gradient_error);
+  if (!(update > 0) || !(spread < 1)) return j;
+  j.judged = true;
+  j.beyond = sketch_distance(target_after, bench_after) > spread * update + floor_abs;
+  return j;
 }
 
 }  // namespace graphprobe::compare

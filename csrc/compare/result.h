@@ -76,6 +76,16 @@ enum class TensorLayout : uint8_t {
   kStatisticsPlusTensor,
 };
 
+// A parameter after a training step that has not updated it yet (step 0):
+// its value by the bench's Sketch, and how far apart the two sides'
+// gradients of it are (relative L2, by their Sketch). The step after is
+// judged with it (parameters_across_steps.h, first_update_beyond).
+struct UpdateBasis {
+  std::string key;  // parameter_key: "{module path}.{name}"
+  std::array<double, 4> sketch{};
+  double gradient_error = 0;
+};
+
 struct CompareOptions {
   bool fuzzy = false;  // match ignoring call indices, in order (see matching.h)
   Thresholds thresholds;
@@ -99,6 +109,12 @@ struct CompareOptions {
   // (parameters_across_steps.h). The runner fills it when step N names a
   // parameter and step N-1 was compared too.
   std::vector<std::string> carried_parameters;
+  // At step 1: the parameters as step 0 of the same process left them, from
+  // that pair's CompareResult::parameter_basis. The runner fills it when
+  // step 0 was compared too and found no divergence; the first update's
+  // rule then judges each parameter's difference against what its
+  // gradient's rounding at step 0 explains (parameters_across_steps.h).
+  std::vector<UpdateBasis> update_basis;
 };
 
 // Real-data metrics of one matched row of two tensor dumps: msprobe's
@@ -311,6 +327,14 @@ struct CompareResult {
   // floor in this pair (parameters_across_steps.h): the next step's
   // carried_parameters.
   std::vector<std::string> differing_parameters;
+  // CompareOptions::update_basis, sorted by key; what this pair offers the
+  // next step's (parameter_basis: each parameter of a matched parameter row
+  // and gradient record); and what the first update's rule made of them:
+  // parameter rows it could judge, and those beyond what rounding explains.
+  std::vector<UpdateBasis> update_basis;
+  std::vector<UpdateBasis> parameter_basis;
+  int64_t update_rows_judged = 0;
+  int64_t update_rows_beyond = 0;
   // Rows per Result; the kUnmatched slot counts every row without a partner
   // (Match), which without graphprobe_verdicts also counts under its Result.
   std::array<int64_t, kNumVerdicts> counts{};

@@ -1,5 +1,6 @@
 // CompareOptions: matching mode, verdict layout and the thresholds, whose
 // defaults come from Thresholds (result.h) alone.
+#include <tuple>
 #include <pybind11/stl.h>
 
 #include <stdexcept>
@@ -57,7 +58,22 @@ void bind_options(py::module_& m) {
       .def_readwrite("carried_parameters", &CompareOptions::carried_parameters,
                      "From step 2 on: the parameters ('{module path}.{name}') that differed at the step before, "
                      "or whose gradient did (that pair's differing_parameters): they carry it on and are no "
-                     "first divergence of their own.");
+                     "first divergence of their own.")
+      .def_property(
+          "update_basis",
+          [](const CompareOptions& o) {
+            std::vector<std::tuple<std::string, std::array<double, 4>, double>> out;
+            for (const UpdateBasis& u : o.update_basis) out.emplace_back(u.key, u.sketch, u.gradient_error);
+            return out;
+          },
+          [](CompareOptions& o, const std::vector<std::tuple<std::string, std::array<double, 4>, double>>& in) {
+            o.update_basis.clear();
+            for (const auto& [key, sketch, error] : in) o.update_basis.push_back({key, sketch, error});
+          },
+          "At step 1: step 0's parameter_basis of the same process, (key, the bench's Sketch of the parameter, "
+          "its gradients' relative error) per parameter. Parameter rows further apart than the first update's "
+          "rounding explains are then causes, where at least half of those judged are (docs/formats.md, "
+          "\"Parameters after an update\").");
   // One read-only property per threshold, from the table.
   for (const ThresholdField& f : kThresholdFields) {
     const auto member = f.member;

@@ -170,6 +170,21 @@ void bind_result(py::module_& m) {
       .def_property_readonly("differing_parameters", [](const CompareResult& r) { return r.differing_parameters; },
                              "The parameters ('{module path}.{name}') whose parameter row or gradient record is "
                              "beyond its floor: the next step's carried_parameters.")
+      .def_property_readonly(
+          "parameter_basis",
+          [](const CompareResult& r) {
+            std::vector<std::tuple<std::string, std::array<double, 4>, double>> out;
+            for (const UpdateBasis& u : r.parameter_basis) out.emplace_back(u.key, u.sketch, u.gradient_error);
+            return out;
+          },
+          "A training step's parameters for the step after it: (key, the bench's Sketch of the parameter, its "
+          "gradients' relative error by their Sketch), sorted by key (CompareOptions.update_basis).")
+      .def_property_readonly("update_rows",
+                             [](const CompareResult& r) {
+                               return std::make_pair(r.update_rows_beyond, r.update_rows_judged);
+                             },
+                             "(beyond, judged): parameter rows the first update's rule judged, and those further "
+                             "apart than their gradients' rounding at step 0 explains.")
       .def_property_readonly("parameter_rows", [](const CompareResult& r) { return r.parameter_rows; },
                              "Parameter rows compared.")
       .def_property_readonly("parameter_rows_differing",

@@ -152,6 +152,14 @@ class PairOutcome:
     # updates from an earlier step where they or their gradients already
     # differed (docs/formats.md, "Parameters after an update"); None otherwise.
     parameters_carried: tuple[int, int] | None = None
+    # A training step's parameters for the first update's rule at the step
+    # after it: (key, the bench's Sketch of the parameter, its gradients'
+    # relative error) each (CompareResult.parameter_basis).
+    parameter_basis: tuple[tuple[str, tuple[float, ...], float], ...] = ()
+    # (beyond, judged) of that rule at step 1, when step 0's basis was given:
+    # parameter rows further apart than their gradients' rounding at step 0
+    # explains, of those it could judge; None when it did not run.
+    update_rows: tuple[int, int] | None = None
 
 
 @dataclass

@@ -77,6 +77,7 @@ def compare_pair(
     reference: Path | None = None,
     parameters_as_causes: bool = False,
     carried_from: tuple[int, tuple[str, ...]] | None = None,
+    update_basis: tuple[tuple[str, tuple[float, ...], float], ...] | None = None,
 ) -> PairOutcome:
     """Compares one pair and writes its CSV (and HTML report). Read errors
     come back in ``PairOutcome.error`` rather than as exceptions, so that
@@ -84,7 +85,8 @@ def compare_pair(
     engine's defaults. ``reference``: the float64 dump.json that referees
     this pair (:mod:`graphprobe.compare.referee`). ``carried_from``: (an
     earlier step, its differing parameters), which carry their difference
-    on into this step (:func:`_parameters_carried`)."""
+    on into this step (:func:`_parameters_carried`). ``update_basis``: step
+    0's parameters for the first update's rule at step 1 (:func:`_first_update`)."""
     from graphprobe.compare.outcome import digest_divergence, digest_rows, report_rows
     from graphprobe.compare.report import ROW_LIMIT, render_html
 
@@ -98,6 +100,8 @@ def compare_pair(
     options.parameters_as_causes = parameters_as_causes
     if carried_from is not None:
         options.carried_parameters = list(carried_from[1])
+    if update_basis is not None:
+        options.update_basis = list(update_basis)
     try:
         result = eng.compare_files(str(pair.target), str(pair.bench), options)
     except (eng.DumpFormatError, OSError) as e:
@@ -147,6 +151,8 @@ def compare_pair(
     carried = ((result.parameter_rows_carried, carried_from[0])
                if carried_from is not None and result.parameter_rows_carried else None)
     differing_parameters = tuple(result.differing_parameters)
+    parameter_basis = tuple((k, tuple(sk), e) for k, sk, e in result.parameter_basis)
+    update_rows = tuple(result.update_rows) if update_basis is not None else None
     arguments_without_effect = tuple(result.arguments_without_effect)
     if verdict is not None and not kept:
         first_divergence = verdict.blamed_entry
@@ -192,6 +198,8 @@ def compare_pair(
         parameters_after_update=after_update,
         differing_parameters=differing_parameters,
         parameters_carried=carried,
+        parameter_basis=parameter_basis,
+        update_rows=update_rows,  # type: ignore[arg-type]
         arguments_without_effect=arguments_without_effect,
     )
 
@@ -214,6 +222,32 @@ def _parameters_after_a_divergence(tasks: list[Any], outcomes: list[PairOutcome]
                 outcomes[i] = compare_pair(*task[:3], reference=task[3], **{**kwargs, "parameters_as_causes": True})
             except (MemoryError, OSError):
                 pass  # the first judgment stands; its files were written
+
+
+def _first_update(tasks: list[Any], outcomes: list[PairOutcome], kwargs: dict[str, Any]) -> None:
+    """Compares step 1 again with step 0's parameters where both steps of
+    the same process were compared, step 0 found no divergence and step 1
+    judged its parameters as the first update's doing: step 0's gradients
+    say how far apart rounding can leave each parameter after the first
+    update, so an update that itself differs (an optimizer step, code run
+    between the steps) is named (docs/formats.md, "Parameters after an
+    update"). Where step 0 was not compared, step 1's judgment stands."""
+    by_step: dict[tuple[str, str, int], int] = {}
+    for i, o in enumerate(outcomes):
+        if o.error is None and o.pair.step is not None:
+            by_step[(o.pair.kind, o.pair.rank, o.pair.step)] = i
+    for (kind, rank, step), i in by_step.items():
+        o = outcomes[i]
+        before = by_step.get((kind, rank, 0))
+        if step != 1 or before is None or o.divergence is not None or o.parameters_after_update is None:
+            continue
+        basis = outcomes[before].parameter_basis
+        if outcomes[before].divergence is not None or not basis:
+            continue
+        try:
+            outcomes[i] = compare_pair(*tasks[i][:3], reference=tasks[i][3], **{**kwargs, "update_basis": basis})
+        except (MemoryError, OSError):
+            pass  # the first judgment stands; its files were written
 
 
 def _parameters_carried(tasks: list[Any], outcomes: list[PairOutcome], kwargs: dict[str, Any]) -> None:
@@ -408,6 +442,7 @@ def compare(
                 bar.advance(tasks[i][0].label, i)
             outcomes = [done[i] for i in range(len(tasks))]
     if not parameters_as_causes:
+        _first_update(tasks, outcomes, kwargs)
         _parameters_after_a_divergence(tasks, outcomes, kwargs)
         _parameters_carried(tasks, outcomes, kwargs)
     for task, o in zip(tasks, outcomes):
