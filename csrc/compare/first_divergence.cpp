@@ -590,8 +590,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // At a training run's step 1 every parameter carries the first update
   // (CompareOptions::step): none is a cause, all explain. Not later: a
   // weight nudged (or a bit flipped) between later steps looks the same to
-  // one pair, and the step before says how far the drift had come (a rule
-  // across steps, not written yet).
+  // one pair, and the step before says how far the drift had come
+  // (CompareOptions::carried_parameters, above).
   result.parameters_after_update = !result.parameters_as_causes && result.step == 1 && records_backward(target);
   // Unless step 0 says how far apart the first update may leave each
   // parameter (CompareOptions::update_basis): then the parameter rows beyond

@@ -5,10 +5,13 @@
 // the engine's enums to the strings Python sees.
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "compare/result.h"
 
@@ -34,6 +37,16 @@ struct RowView {
   const TensorRecord& any() const { return target() ? *target() : *bench(); }
   const Dump& any_dump() const { return target() ? result->target : result->bench; }
 };
+
+// A parameter basis (CompareOptions.update_basis, CompareResult.parameter_basis)
+// as Python sees it: (key, Sketch, gradient error) per parameter.
+using BasisTuple = std::tuple<std::string, std::array<double, 4>, double>;
+inline std::vector<BasisTuple> basis_tuples(const std::vector<UpdateBasis>& basis) {
+  std::vector<BasisTuple> out;
+  out.reserve(basis.size());
+  for (const UpdateBasis& u : basis) out.emplace_back(u.key, u.sketch, u.gradient_error);
+  return out;
+}
 
 // None for an empty string.
 std::optional<std::string> non_empty(const std::string& s);

@@ -1,6 +1,5 @@
 // CompareOptions: matching mode, verdict layout and the thresholds, whose
 // defaults come from Thresholds (result.h) alone.
-#include <tuple>
 #include <pybind11/stl.h>
 
 #include <stdexcept>
@@ -61,12 +60,8 @@ void bind_options(py::module_& m) {
                      "first divergence of their own.")
       .def_property(
           "update_basis",
-          [](const CompareOptions& o) {
-            std::vector<std::tuple<std::string, std::array<double, 4>, double>> out;
-            for (const UpdateBasis& u : o.update_basis) out.emplace_back(u.key, u.sketch, u.gradient_error);
-            return out;
-          },
-          [](CompareOptions& o, const std::vector<std::tuple<std::string, std::array<double, 4>, double>>& in) {
+          [](const CompareOptions& o) { return basis_tuples(o.update_basis); },
+          [](CompareOptions& o, const std::vector<BasisTuple>& in) {
             o.update_basis.clear();
             for (const auto& [key, sketch, error] : in) o.update_basis.push_back({key, sketch, error});
           },

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <unordered_set>
 
 #include "compare/csv_writer.h"
@@ -172,11 +171,7 @@ void bind_result(py::module_& m) {
                              "beyond its floor: the next step's carried_parameters.")
       .def_property_readonly(
           "parameter_basis",
-          [](const CompareResult& r) {
-            std::vector<std::tuple<std::string, std::array<double, 4>, double>> out;
-            for (const UpdateBasis& u : r.parameter_basis) out.emplace_back(u.key, u.sketch, u.gradient_error);
-            return out;
-          },
+          [](const CompareResult& r) { return basis_tuples(r.parameter_basis); },
           "A training step's parameters for the step after it: (key, the bench's Sketch of the parameter, its "
           "gradients' relative error by their Sketch), sorted by key (CompareOptions.update_basis).")
       .def_property_readonly("update_rows",
