@@ -144,3 +144,71 @@ def test_one_parameter_beyond_its_bound_is_not_named(tmp_path: Path) -> None:
     outcomes = compare_steps(tmp_path, target, Run(noise_seed=None))
     assert outcomes[1].divergence is None
     assert outcomes[1].update_rows == (2, 7)
+
+
+# -- end to end: a compiled optimizer step --------------------------------------------
+
+def _train(root: Path, compiled: bool, factor: float) -> Path:
+    """Two AdamW steps of a small model at L0, eager or with the model and the
+    optimizer step compiled (aot_eager); under compile the step scales every
+    update by ``factor`` (a graph-only optimizer fault)."""
+    import json
+
+    import graphprobe
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.GELU(),
+                                torch.nn.Linear(32, 8))
+    x = torch.randn(4, 16, generator=_gen(1))
+    target = torch.randint(0, 8, (4,), generator=_gen(2))
+    config = root / "config.json"
+    root.mkdir(parents=True)
+    config.write_text(json.dumps({"dump_path": str(root / "dump"), "level": "L0"}))
+    dumper = graphprobe.AclGraphDumper(str(config))
+    dumper.start(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    params = list(model.parameters())
+    scale = torch.tensor(factor)
+
+    def step() -> None:
+        old = [p.detach().clone() for p in params]
+        opt.step()
+        if torch.compiler.is_compiling():
+            with torch.no_grad():
+                for p, o in zip(params, old):
+                    p.add_((p - o) * (scale - 1))
+
+    run = torch.compile(model, backend="aot_eager") if compiled else model
+    stepper = torch.compile(step, backend="aot_eager") if compiled else step
+    try:
+        for _ in range(2):
+            torch.nn.functional.cross_entropy(run(x), target).backward()
+            stepper()
+            opt.zero_grad()
+            dumper.step()
+    finally:
+        dumper.stop()
+        graphprobe.flush()
+        torch._dynamo.reset()
+    return root / "dump"
+
+
+def test_a_compiled_optimizer_step_that_differs_is_named_end_to_end(tmp_path: Path) -> None:
+    # The dumper's parameter and gradient records of a real training run
+    # (parameters_grad read when the optimizer step begins, also compiled),
+    # compared as step folders: a x1.01 update is named at step 1, a clean
+    # compiled step is not.
+    bench = _train(tmp_path / "eager", compiled=False, factor=1.0)
+    for factor, named in ((1.0, False), (1.01, True)):
+        target = _train(tmp_path / f"compiled{factor}", compiled=True, factor=factor)
+        run = compare(target, bench, tmp_path / f"o{factor}", html=False, progress=False)
+        outcomes = sorted(run.outcomes, key=lambda o: o.pair.step)
+        assert [o.pair.step for o in outcomes] == [0, 1]
+        assert outcomes[0].divergence is None, outcomes[0].divergence.message
+        d = outcomes[1].divergence
+        if named:
+            assert d is not None and d.kinds == ("parameter",), outcomes[1].update_rows
+            assert "the update itself differs" in d.message, d.message
+        else:
+            assert d is None, d.message
