@@ -40,9 +40,9 @@ def rec(t: torch.Tensor) -> dict[str, Any]:
             "Sketch": sketch(x), "requires_grad": False}
 
 
-def adamw_first_step(p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+def adamw_first_step(p: torch.Tensor, g: torch.Tensor, lr: float = LR) -> torch.Tensor:
     """AdamW's first step: bias correction makes m / sqrt(v) = g / |g|."""
-    return p - LR * (g / (g.abs() + EPS)) - LR * WD * p
+    return p - lr * (g / (g.abs() + EPS)) - lr * WD * p
 
 
 class Run:
@@ -50,7 +50,7 @@ class Run:
     steps 0 and 1 and the gradients of step 0, for one side of a pair."""
 
     def __init__(self, noise_seed: int | None, fault: float = 1.0, residue_bias: str = "fc3",
-                 split_bias: str = "fc1") -> None:
+                 split_bias: str = "fc1", lr: float = LR) -> None:
         self.p0: dict[str, torch.Tensor] = {}
         self.g0: dict[str, torch.Tensor] = {}
         self.p1: dict[str, torch.Tensor] = {}
@@ -70,7 +70,7 @@ class Run:
                     g = g.clone()
                     g[:5] = 1e-9 * torch.randn(5, dtype=torch.float64, generator=_gen(95 + (noise_seed or 0)))
                 self.p0[key], self.g0[key] = p, g
-                p1 = adamw_first_step(p, g)
+                p1 = adamw_first_step(p, g, lr)
                 self.p1[key] = p + fault * (p1 - p)
 
     def step(self, n: int) -> dict[str, Any]:
@@ -125,6 +125,23 @@ def test_an_update_scaled_by_the_compiled_optimizer_is_named_at_step_1(tmp_path:
     assert "the update itself differs" in d.message, d.message
     beyond, judged = outcomes[1].update_rows
     assert beyond >= 6 and judged == 7, outcomes[1].update_rows
+
+
+def test_an_update_below_the_four_statistics_floor_is_named_by_its_sketch(tmp_path: Path) -> None:
+    # lr 1e-4 and no residue gradient: x1.01 moves each parameter 1e-5 of
+    # its Norm, below Max/Min/Mean/Norm's float32 floor (1e-4) in every row,
+    # 5x the Sketch's. Step 1 must be judged again although no parameter
+    # row differs beyond the four statistics' floor.
+    clean = dict(residue_bias="", split_bias="", lr=1e-4)
+    outcomes = compare_steps(tmp_path / "clean", Run(noise_seed=1, **clean), Run(noise_seed=None, **clean))
+    assert [o.divergence for o in outcomes] == [None, None]
+    assert outcomes[1].parameters_after_update is None  # nothing beyond the four statistics' floor
+    assert outcomes[1].update_rows == (0, 8)
+    outcomes = compare_steps(tmp_path / "fault", Run(noise_seed=1, fault=1.01, **clean),
+                             Run(noise_seed=None, **clean))
+    d = outcomes[1].divergence
+    assert d is not None and "the update itself differs" in d.message, outcomes[1].update_rows
+    assert "Sketch" in d.message, d.message
 
 
 def test_without_step_0_step_1_keeps_the_parameters_as_the_updates_doing(tmp_path: Path) -> None:

@@ -226,8 +226,8 @@ def _parameters_after_a_divergence(tasks: list[Any], outcomes: list[PairOutcome]
 
 def _first_update(tasks: list[Any], outcomes: list[PairOutcome], kwargs: dict[str, Any]) -> None:
     """Compares step 1 again with step 0's parameters where both steps of
-    the same process were compared, step 0 found no divergence and step 1
-    judged its parameters as the first update's doing: step 0's gradients
+    the same process were compared as training steps (parameter gradients
+    recorded) and neither found a divergence: step 0's gradients
     say how far apart rounding can leave each parameter after the first
     update, so an update that itself differs (an optimizer step, code run
     between the steps) is named (docs/formats.md, "Parameters after an
@@ -239,7 +239,10 @@ def _first_update(tasks: list[Any], outcomes: list[PairOutcome], kwargs: dict[st
     for (kind, rank, step), i in by_step.items():
         o = outcomes[i]
         before = by_step.get((kind, rank, 0))
-        if step != 1 or before is None or o.divergence is not None or o.parameters_after_update is None:
+        # Not only where step 1's parameters differ beyond the four
+        # statistics' floor: an update x1.01 with a small lr moves them less
+        # than that, and the rule reads their Sketch.
+        if step != 1 or before is None or o.divergence is not None or not o.parameter_basis:
             continue
         basis = outcomes[before].parameter_basis
         if outcomes[before].divergence is not None or not basis:
