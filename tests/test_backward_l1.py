@@ -237,6 +237,59 @@ def test_an_output_read_then_updated_in_place_records_its_whole_gradient(write_c
         assert_stats_close(record["input"][0], stats64(grad), RTOL, f"{mode}: topk's values' gradient")
 
 
+class _Attention(nn.Module):
+    """Returns its weights next to its output, as transformers' attentions
+    do; the caller uses the output only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        w = torch.softmax(self.q(x) @ x.transpose(-1, -2), dim=-1)
+        return w @ x, w
+
+
+class _Caller(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = _Attention()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.attn(x)
+        return out.pow(2)
+
+
+def test_an_output_the_call_used_itself_records_the_gradient_at_its_boundary(write_config, tmp_path):
+    """The weights' gradient at the call's boundary is none (the caller drops
+    them); their whole gradient (through the call's own w @ x) was recorded
+    in eager mode, while compiled code recorded none -- or zeros, where a
+    graph break returns them: a clean GraniteMoE training step was named
+    there. Eager and compiled now record the same: the output's gradient
+    alone, equal to float64 autograd's in this test."""
+    x = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(3))
+    torch.manual_seed(0)
+    twin = _Caller().double()
+    out, _ = twin.attn(x.double())
+    (grad,) = torch.autograd.grad(out.pow(2).sum(), out)
+    for mode in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = _Caller()
+        dumper = AclGraphDumper(write_config(level="L0", dump_path=str(tmp_path / mode)))
+        dumper.start(model)
+        try:
+            run: Any = model if mode == "eager" else torch.compile(model, backend=mode)
+            run(x).sum().backward()
+            dumper.step()
+        finally:
+            dumper.stop()
+            torch._dynamo.reset()
+        record = _read(tmp_path / mode)["Module.attn._Attention.backward.0"]
+        assert len(record["input"]) == 1, f"{mode}: {record['input']}"
+        assert_stats_close(record["input"][0], stats64(grad), RTOL, f"{mode}: the output's gradient")
+
+
 def test_dropout_with_p_zero_has_no_backward_record(write_config, tmp_path):
     """msprobe's rule (PytorchHookManager._register_backward_pre_hook)."""
 

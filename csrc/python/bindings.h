@@ -10,5 +10,6 @@ void bind_engine(pybind11::module_& m);
 void bind_writer(pybind11::module_& m);
 void bind_tensor_compare(pybind11::module_& m);
 void bind_runtime(pybind11::module_& m);
+void bind_version_watch(pybind11::module_& m);
 
 }  // namespace graphprobe::python

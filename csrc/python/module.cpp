@@ -13,4 +13,5 @@ PYBIND11_MODULE(_C, m) {
   graphprobe::python::bind_writer(m);
   graphprobe::python::bind_tensor_compare(m);
   graphprobe::python::bind_runtime(m);
+  graphprobe::python::bind_version_watch(m);
 }

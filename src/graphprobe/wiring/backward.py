@@ -130,7 +130,8 @@ class _EagerGradProbe(GradProbe):
     """:class:`GradProbe` with a ``jvp``, applied in eager code: dynamo
     refuses to trace a Function that defines one, and forward-mode AD through
     compiled code is not traced either. An output's probe may carry a
-    :class:`_Bypass` (below), whose hook then records instead."""
+    :class:`_Bypass` (below), whose hook then records instead when the
+    output was updated in place after the call returned."""
 
     @staticmethod
     def forward(x: torch.Tensor, site: int, index: int, bypass: Any = None) -> torch.Tensor:  # type: ignore[override]
@@ -142,7 +143,7 @@ class _EagerGradProbe(GradProbe):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        if ctx.bypass is not None:
+        if ctx.bypass is not None and ctx.bypass.updated():
             return grad, None, None, None  # the base's hook records (_Bypass)
         return GradProbe.backward(ctx, grad) + (None,)
 
@@ -180,17 +181,30 @@ class _Bypass:
     nothing at all (Falcon's ``mlp_output += attention_output``). The hook,
     registered before the update, stays with the base's node of the time and
     receives the whole gradient of the value the call returned, as compiled
-    code's probe does (it returns a copy, which the update changes). Without
-    an update the hook runs right after the probe's node, with the same
-    gradient. Compiled code needs none of this."""
+    code's probe does (it returns a copy, which the update changes).
+    Without an update the probe's node records and the hook does nothing:
+    the hook sees every use of the output, the ones the call made itself
+    before returning it too (an attention's weights, returned and used for
+    its output: their whole gradient where the call's boundary passes none,
+    and compiled code records none or zeros -- a clean GraniteMoE training
+    step was named there). Whether the output was updated is its version
+    counter's business (``_C.VersionWatch``, the counter without the
+    tensor). Compiled code needs none of this."""
 
-    __slots__ = ("site", "index")
+    __slots__ = ("site", "index", "watch")
 
-    def __init__(self, site: int, index: int) -> None:
+    def __init__(self, site: int, index: int, x: torch.Tensor) -> None:
         self.site = site
         self.index = index
+        self.watch = _C.VersionWatch(x)
+
+    def updated(self) -> bool:
+        """Whether the output was updated in place after the call returned it."""
+        return self.watch.changed()
 
     def __call__(self, grad: torch.Tensor) -> None:
+        if not self.updated():
+            return  # the probe's node recorded the gradient at the call's boundary
         own_calls.enter()
         try:
             _record_eager(grad, self.site, self.index)
@@ -206,7 +220,7 @@ def _watch_bypass(x: torch.Tensor, site: int, index: int) -> _Bypass | None:
     tensor of a functorch transform."""
     if x.grad_fn is None or x._base is not None or torch._C._are_functorch_transforms_active():
         return None
-    bypass = _Bypass(site, index)
+    bypass = _Bypass(site, index, x)
     x.register_hook(bypass)
     return bypass
 
