@@ -211,6 +211,23 @@ class _Router(nn.Module):
         return w * torch.arange(1.0, 3.0, dtype=x.dtype)
 
 
+def _one_backward(make: Any, x: torch.Tensor, mode: str, level: str, write_config: Any, tmp_path: Any) -> Any:
+    """One forward and backward of ``make()`` at ``level``, eager or compiled
+    with backend ``mode``; the step's dump.json data."""
+    torch._dynamo.reset()
+    model = make()
+    dumper = AclGraphDumper(write_config(level=level, dump_path=str(tmp_path / mode)))
+    dumper.start(model)
+    try:
+        run: Any = model if mode == "eager" else torch.compile(model, backend=mode)
+        run(x).sum().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+        torch._dynamo.reset()
+    return _read(tmp_path / mode)
+
+
 def test_an_output_read_then_updated_in_place_records_its_whole_gradient(write_config, tmp_path):
     """The gradient of topk's values is the sum's part and the division's:
     eager mode recorded the sum's part alone (its probe's node sees only the
@@ -222,18 +239,7 @@ def test_an_output_read_then_updated_in_place_records_its_whole_gradient(write_c
     w, _ = torch.topk(p, 2, dim=-1)
     (grad,) = torch.autograd.grad((w / w.sum(dim=-1, keepdim=True) * torch.arange(1.0, 3.0, dtype=torch.float64)).sum(), w)
     for mode in ("eager", "aot_eager"):
-        torch._dynamo.reset()
-        model = _Router()
-        dumper = AclGraphDumper(write_config(level="L1", dump_path=str(tmp_path / mode)))
-        dumper.start(model)
-        try:
-            run: Any = model if mode == "eager" else torch.compile(model, backend=mode)
-            run(x).sum().backward()
-            dumper.step()
-        finally:
-            dumper.stop()
-            torch._dynamo.reset()
-        record = _read(tmp_path / mode)["Torch.topk.0.backward"]
+        record = _one_backward(_Router, x, mode, "L1", write_config, tmp_path)["Torch.topk.0.backward"]
         assert_stats_close(record["input"][0], stats64(grad), RTOL, f"{mode}: topk's values' gradient")
 
 
@@ -273,19 +279,8 @@ def test_an_output_the_call_used_itself_records_the_gradient_at_its_boundary(wri
     out, _ = twin.attn(x.double())
     (grad,) = torch.autograd.grad(out.pow(2).sum(), out)
     for mode in ("eager", "aot_eager"):
-        torch._dynamo.reset()
         torch.manual_seed(0)
-        model = _Caller()
-        dumper = AclGraphDumper(write_config(level="L0", dump_path=str(tmp_path / mode)))
-        dumper.start(model)
-        try:
-            run: Any = model if mode == "eager" else torch.compile(model, backend=mode)
-            run(x).sum().backward()
-            dumper.step()
-        finally:
-            dumper.stop()
-            torch._dynamo.reset()
-        record = _read(tmp_path / mode)["Module.attn._Attention.backward.0"]
+        record = _one_backward(_Caller, x, mode, "L0", write_config, tmp_path)["Module.attn._Attention.backward.0"]
         assert len(record["input"]) == 1, f"{mode}: {record['input']}"
         assert_stats_close(record["input"][0], stats64(grad), RTOL, f"{mode}: the output's gradient")
 
