@@ -188,9 +188,22 @@ std::vector<CallRecord> assemble_calls(const CallTable& registry, std::vector<Ex
       if (i < layout.extras.size()) t.extras = layout.extras[i];
       rec.tensors.push_back(std::move(t));
     }
-    for (int64_t site_id : {inst->call->input_site, inst->call->output_site})
-      if (const Site* s = registry.site(site_id); s != nullptr && s->layout && registry.is_current(*s))
-        rec.leaves.insert(rec.leaves.end(), s->layout->leaves.begin(), s->layout->leaves.end());
+    // The non-tensor values of the parts this execution ran. A part with
+    // tensors that left no row did not run, and has none to show: a compiled
+    // call whose output hook dynamo traced again (a number it describes
+    // changed: expert counts from .tolist()) gets that part as a call of its
+    // own, and the first trace's output site, still current, held the old
+    // numbers. A part without tensors may have left no row: its leaves stay.
+    bool ran[2] = {false, false};
+    for (const ExecutedRow* r : inst->rows)
+      if (const Site* s = registry.site(r->site); s != nullptr) ran[s->is_output ? 1 : 0] = true;
+    const int64_t parts[2] = {inst->call->input_site, inst->call->output_site};
+    for (int k = 0; k < 2; ++k) {
+      const Site* s = registry.site(parts[k]);
+      if (s == nullptr || !s->layout || !registry.is_current(*s)) continue;
+      if (!ran[k] && !s->layout->places.empty()) continue;
+      rec.leaves.insert(rec.leaves.end(), s->layout->leaves.begin(), s->layout->leaves.end());
+    }
     calls.push_back(std::move(rec));
   }
   return calls;
