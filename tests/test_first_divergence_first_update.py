@@ -15,13 +15,12 @@ the Sketch from the independent numpy reference (tests/sketch_reference.py).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import torch
 from compare_fixtures import entry, write_dump
-from sketch_reference import sketch
+from test_first_divergence_training import rec
 
 from graphprobe.compare import compare
 
@@ -31,13 +30,6 @@ MODULES = ("fc0", "fc1", "fc2", "fc3")
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def rec(t: torch.Tensor) -> dict[str, Any]:
-    x = t.to(torch.float64)
-    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": list(t.shape), "Max": x.max().item(),
-            "Min": x.min().item(), "Mean": x.mean().item(), "Norm": math.sqrt(float((x * x).sum())),
-            "Sketch": sketch(x), "requires_grad": False}
 
 
 def adamw_first_step(p: torch.Tensor, g: torch.Tensor, lr: float = LR) -> torch.Tensor:

@@ -16,6 +16,7 @@
 // empty list or object gives no row. See docs/formats.md.
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -55,6 +56,15 @@ enum class ValueKind : uint8_t {
 enum Stat : int { kStatMax = 0, kStatMin = 1, kStatMean = 2, kStatNorm = 3 };
 constexpr int kNumStats = 4;
 using StatArray = std::array<OptDouble, kNumStats>;
+
+// |a - b|_2 of the two tensors whose Sketches these are (docs/formats.md,
+// "Sketch": each projection's square is |x|^2 on average); not finite when a
+// sum is not.
+inline double sketch_distance(const std::array<double, 4>& a, const std::array<double, 4>& b) {
+  double d2 = 0;
+  for (int k = 0; k < 4; ++k) d2 += (a[k] - b[k]) * (a[k] - b[k]);
+  return std::sqrt(d2 / 4);
+}
 
 struct TensorRecord {
   std::string name;    // "{entry}.output.0"

@@ -428,16 +428,9 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   if (t_sketch && b_sketch) {
     // |t - b|_2 estimated from the four signed sums, relative to |b|_2 (the
     // Norm; at least the scale expected from what produced the record).
-    double d2 = 0;
-    bool finite = true;
-    for (int k = 0; k < 4; ++k) {
-      const double d = (*t_sketch)[k] - (*b_sketch)[k];
-      finite = finite && std::isfinite(d);
-      d2 += d * d;
-    }
+    const double d = sketch_distance(*t_sketch, *b_sketch);
     const auto norm = numeric(b, kStatNorm);
-    if (finite && norm && std::isfinite(*norm)) {
-      const double d = std::sqrt(d2 / 4);
+    if (std::isfinite(d) && norm && std::isfinite(*norm)) {
       const double scale = std::max(std::fabs(*norm), l2_scale);
       const double e = d == 0 ? 0.0 : (scale > 0 ? d / scale : kInf);
       r.e_sketch = e;
@@ -632,18 +625,20 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // update's rule names, on its Sketch too: that rule judged it by the
   // Sketch (an update x1.01 moves a parameter 1e-5 of its Norm with lr 1e-3,
   // below the four statistics' float32 floor and 5x the Sketch's).
+  // Whether that rule names row i's parameter (an API input that is a
+  // parameter: its parameter row's judgment).
+  auto update_names = [&](size_t i) {
+    if (update_differs.empty()) return false;
+    const int64_t p = result.parameter_of[i];
+    return static_cast<bool>(update_differs[p >= 0 ? static_cast<size_t>(p) : i]);
+  };
   auto parameter_z = [&](size_t i) {
     const double z = cause_z(zc[i]);
-    if (update_differs.empty()) return z;
-    const int64_t p = result.parameter_of[i];
-    return update_differs[p >= 0 ? static_cast<size_t>(p) : i] ? std::max(z, zc[i][kSketchClass]) : z;
+    return update_names(i) ? std::max(z, zc[i][kSketchClass]) : z;
   };
   if (result.parameters_after_update)
     for (size_t i = 0; i < rows.size(); ++i)
-      if (rows[i].target >= 0 && parameter(i)) {
-        const int64_t p = result.parameter_of[i];  // an API input that is a parameter: its parameter row
-        drifting[i] = update_differs.empty() || !update_differs[p >= 0 ? static_cast<size_t>(p) : i];
-      }
+      if (rows[i].target >= 0 && parameter(i)) drifting[i] = !update_names(i);
   int64_t params_beyond = 0;  // parameter rows beyond their floor, drifting or not
   int64_t params = 0, params_differing = 0, params_carried = 0;
   const auto ranges = entry_ranges(target, rows);

@@ -63,8 +63,12 @@ std::vector<std::string> differing_parameters(const CompareResult& result, const
 std::vector<UpdateBasis> parameter_basis(const CompareResult& result) {
   const Dump& target = result.target;
   const Dump& bench = result.bench;
-  std::map<std::string, UpdateBasis> found;
-  std::map<std::string, bool> has_value;
+  struct Seen {
+    UpdateBasis basis;
+    bool value = false;     // a parameter row's Sketch is in basis.sketch
+    bool gradient = false;  // a gradient record was seen
+  };
+  std::map<std::string, Seen> found;
   for (const CompareRow& r : result.rows) {
     if (r.match != MatchKind::kMatched) continue;
     const TensorRecord& t = target.rows[static_cast<size_t>(r.target)];
@@ -72,25 +76,29 @@ std::vector<UpdateBasis> parameter_basis(const CompareResult& result) {
     if (b.sketch < 0) continue;
     std::string key = parameter_key(t, target.entries);
     if (key.empty()) continue;
-    UpdateBasis& u = found[key];
+    Seen& seen = found[key];
     const auto& bs = bench.sketches[static_cast<size_t>(b.sketch)];
     if (is_parameter_row(t, target.entries)) {
-      if (!has_value[key]) u.sketch = bs;
-      has_value[key] = true;
+      if (!seen.value) seen.basis.sketch = bs;
+      seen.value = true;
       continue;
     }
+    seen.gradient = true;
+    double& e = seen.basis.gradient_error;
     const OptDouble& norm = b.stats[kStatNorm];
     if (t.sketch < 0 || !norm || !(*norm > 0)) {
-      u.gradient_error = std::numeric_limits<double>::infinity();  // cannot tell: never judged
+      e = std::numeric_limits<double>::infinity();  // cannot tell: never judged
       continue;
     }
-    const double e = sketch_distance(target.sketches[static_cast<size_t>(t.sketch)], bs) / *norm;
-    u.gradient_error = std::max(u.gradient_error, std::isfinite(e) ? e : std::numeric_limits<double>::infinity());
-    u.key = key;  // marks a gradient seen
+    const double here = sketch_distance(target.sketches[static_cast<size_t>(t.sketch)], bs) / *norm;
+    e = std::max(e, std::isfinite(here) ? here : std::numeric_limits<double>::infinity());
   }
   std::vector<UpdateBasis> out;
-  for (auto& [key, u] : found)
-    if (has_value[key] && u.key == key && std::isfinite(u.gradient_error)) out.push_back(u);
+  for (auto& [key, seen] : found)
+    if (seen.value && seen.gradient && std::isfinite(seen.basis.gradient_error)) {
+      seen.basis.key = key;
+      out.push_back(std::move(seen.basis));
+    }
   return out;  // std::map: sorted by key
 }
 

@@ -11,7 +11,6 @@
 // carried_parameters) when step N names a parameter. Torch-free.
 
 #include <array>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -54,15 +53,6 @@ std::vector<UpdateBasis> parameter_basis(const CompareResult& result);
 // the rule names parameters only where at least half of those it could
 // judge are beyond (first_divergence.cpp).
 constexpr double kUpdateFlipMargin = 4.0;
-
-// |a - b|_2 of the two tensors whose Sketches these are, estimated as in
-// the Sketch class (every projection's square is |x|^2 on average); NaN
-// when a sum is not finite.
-inline double sketch_distance(const std::array<double, 4>& a, const std::array<double, 4>& b) {
-  double d2 = 0;
-  for (int k = 0; k < 4; ++k) d2 += (a[k] - b[k]) * (a[k] - b[k]);
-  return std::sqrt(d2 / 4);
-}
 
 struct UpdateJudgment {
   bool judged = false;  // the bound is below the update (e < 1/16) and the update is not 0
