@@ -285,6 +285,11 @@ std::string_view module_path(std::string_view name) {
   return call ? m.path : std::string_view();
 }
 
+// Whether module path p lies under parent ("layers.0.mlp" under "layers.0").
+bool under_path(std::string_view p, std::string_view parent) {
+  return p.size() > parent.size() && p.compare(0, parent.size(), parent) == 0 && p[parent.size()] == '.';
+}
+
 // A group of rows (an entry's inputs, parameters or outputs), per class of
 // statistic: the largest e and z over all its rows, and the largest e over
 // the rows beyond noise (z > 1) with the first row giving it.
@@ -718,29 +723,44 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   };
 
   // The module call that encloses a forward module call: its parent
-  // module's (path up to the last dot) first forward call recorded after it
-  // (a call completes after its children). Per path, the ranges of its
-  // forward calls in dump order; built at the first lookup, which only an
-  // input above its floor alone needs (its judgement, in pass 2).
-  std::unordered_map<std::string_view, std::vector<size_t>> forward_calls;
-  bool forward_calls_filled = false;
+  // module's (path up to the last dot) forward call that completes after it
+  // -- walking on over the calls inside it (paths under the parent's, API
+  // calls) and stopping at the first call outside it (a parent that is not
+  // recorded: a ModuleList, the model). Most walks stop within a few
+  // entries; a longer one (the decoder layers under an unrecorded
+  // ModuleList walk to the model's end) is kept per parent path with where
+  // it stopped, and serves every call before that place.
+  std::unordered_map<std::string_view, std::pair<std::optional<size_t>, size_t>> long_walks;
   auto enclosing_call = [&](size_t k, std::string_view path) -> std::optional<size_t> {
     const size_t dot = path.rfind('.');
     if (dot == std::string_view::npos) return std::nullopt;
-    if (!forward_calls_filled) {
-      forward_calls_filled = true;
-      for (size_t j = 0; j < ranges.size(); ++j) {
-        const std::string& n = target.entries[target.rows[static_cast<size_t>(rows[ranges[j].first].target)].entry];
-        const ModuleEntryName m = split_module_entry(n);
-        if (m.direction == "forward" && !m.path.empty()) forward_calls[m.path].push_back(j);
+    const std::string_view parent = path.substr(0, dot);
+    // 0: inside the parent's call, walk on; 1: the parent's forward call;
+    // 2: outside it (or the parent's backward), no enclosing call recorded.
+    auto at = [&](size_t j) {
+      const ModuleEntryName m =
+          split_module_entry(target.entries[target.rows[static_cast<size_t>(rows[ranges[j].first].target)].entry]);
+      if (m.path.empty()) return 0;  // an API call
+      if (m.path == parent) return m.direction == "forward" ? 1 : 2;
+      return under_path(m.path, parent) ? 0 : 2;
+    };
+    constexpr size_t kShortWalk = 8;
+    size_t j = k + 1;
+    for (; j < ranges.size() && j <= k + kShortWalk; ++j)
+      if (const int where = at(j); where != 0) return where == 1 ? std::optional<size_t>(j) : std::nullopt;
+    if (j >= ranges.size()) return std::nullopt;
+    if (const auto kept = long_walks.find(parent); kept != long_walks.end() && k < kept->second.second)
+      return kept->second.first;  // queries come in dump order: the same walk from here
+    std::optional<size_t> found;
+    for (; j < ranges.size(); ++j)
+      if (const int where = at(j); where != 0) {
+        if (where == 1) found = j;
+        break;
       }
-    }
-    const auto it = forward_calls.find(path.substr(0, dot));
-    if (it == forward_calls.end()) return std::nullopt;
-    const auto after = std::upper_bound(it->second.begin(), it->second.end(), k);
-    if (after == it->second.end()) return std::nullopt;
-    return *after;
+    long_walks[parent] = {found, j};
+    return found;
   };
+
   // The largest e per class of the inputs and parameters of the call at
   // range m; nullopt when one of them says nothing or too little of what
   // its code received (recorded on one side only, an integer or bool that
@@ -981,7 +1001,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         const std::string_view p = walked_path[j];
         if (p == kApiCall) {
           // inside this module, or between its children
-        } else if (p.size() > path.size() && p.compare(0, path.size(), path) == 0 && p[path.size()] == '.') {
+        } else if (under_path(p, path)) {
           // a descendant
         } else {
           break;
@@ -1011,9 +1031,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       if (e)
         for (size_t j = here; j-- > 0;) {
           const std::string_view p = walked_path[j];
-          if (p != kApiCall && !(p.size() > parent_path.size() && p.compare(0, parent_path.size(), parent_path) == 0 &&
-                                 p[parent_path.size()] == '.'))
-            break;
+          if (p != kApiCall && !under_path(p, parent_path)) break;
           for (int c : kClasses) (*e)[c] = std::max((*e)[c], walked_out[j][c]);
         }
       scopes.emplace(m, std::make_pair(e, here));
