@@ -101,3 +101,36 @@ def test_the_scope_explains_what_the_enclosing_call_received(tmp_path: Path) -> 
     assert sketch_error(Z_T, Z) < R * sketch_error(h1_t, H1) + FLOOR
     o = run(tmp_path, dump(A0_T, h1_t, Z_T), dump(A0, H1, Z))
     assert o.divergence is None, o.divergence.message
+
+
+def test_after_an_update_the_scopes_sketch_bounds_an_inputs_norm(tmp_path: Path) -> None:
+    # A training step 1 (a backward recorded, step folders): v_proj's weight
+    # drifted 3 % by the first update, so V is ~3 % apart by its Sketch and
+    # far less by its Norm; the attention's unrecorded P @ V moves o_proj's
+    # input Norm 1.3 % (a clean DistilBERT step: 1.3 % from V 3 % / 0.07 %).
+    # Within R x the scope's Sketch, beyond R x its Norm: named before the
+    # Sketch bounded an input's Mean/Norm after an update.
+    g = torch.Generator().manual_seed(7)
+    wv = 0.1 * torch.randn(32, 32, dtype=torch.float64, generator=g)
+    wv_t = wv + 0.03 * float(wv.norm()) / 32 * torch.randn(32, 32, dtype=torch.float64, generator=g)
+    v, v_t = H1 @ wv.T, H1 @ wv_t.T
+    z_t = 1.013 * Z
+    norm_e = lambda t, b: abs(float(t.norm()) - float(b.norm())) / float(b.norm())  # noqa: E731
+    u_norm, u_sketch = norm_e(v_t, v), sketch_error(v_t, v)
+    assert R * u_norm + 1e-4 < norm_e(z_t, Z) < R * u_sketch, (u_norm, u_sketch)
+
+    def dump(w: torch.Tensor, vv: torch.Tensor, z: torch.Tensor) -> dict[str, Any]:
+        return {
+            "Module.layers.1.attn.v_proj.Linear.forward.0": {**entry([rec(H1)], [rec(vv)]),
+                                                             "parameters": {"weight": rec(w)}},
+            "Module.layers.1.attn.o_proj.Linear.forward.0": entry([rec(z)], [rec(z @ W.T)]),
+            "Module.layers.1.attn.Attention.forward.0": entry([rec(H1)], [rec(z @ W.T)]),
+            "Module.layers.1.attn.o_proj.Linear.backward.0": {"input": [rec(Z)], "output": [rec(Z @ W)]},
+        }
+
+    t = write_dump(tmp_path / "t" / "step1" / "rank0" / "dump.json", dump(wv_t, v_t, z_t))
+    b = write_dump(tmp_path / "b" / "step1" / "rank0" / "dump.json", dump(wv, v, Z))
+    (o,) = compare(t, b, tmp_path / "o", html=False, progress=False).outcomes
+    assert o.error is None, o.error
+    assert o.parameters_after_update, "not read as a training step 1"
+    assert o.divergence is None, o.divergence.message
