@@ -7,14 +7,12 @@ case first checks that its numbers sit between the two rules."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import torch
 from compare_fixtures import entry, write_dump
-from sketch_reference import sketch
-from test_first_divergence_training import rec
+from test_first_divergence_training import _sketch_error as sketch_error, rec
 
 from graphprobe.compare import compare
 
@@ -27,11 +25,6 @@ A0 = torch.rand(4, 8, 8, dtype=torch.float64, generator=G)  # layer 0's returned
 H1 = torch.randn(8, 32, dtype=torch.float64, generator=G)  # layer 0's output, layer 1's input
 Z = torch.randn(8, 32, dtype=torch.float64, generator=G)  # o_proj's input (the attention's core, unrecorded)
 W = 0.1 * torch.randn(32, 32, dtype=torch.float64, generator=G)
-
-
-def sketch_error(t: torch.Tensor, b: torch.Tensor) -> float:
-    st, sb = sketch(t), sketch(b)
-    return math.sqrt(sum((x - y) ** 2 for x, y in zip(st, sb)) / 4) / float(b.norm())
 
 
 def moved(t: torch.Tensor, rel: float) -> torch.Tensor:

@@ -722,19 +722,16 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     return t.role == Role::kInput && !t.is_tensor && !bench.rows[static_cast<size_t>(rows[i].bench)].is_tensor;
   };
 
-  // The module call that encloses a forward module call: its parent
-  // module's (path up to the last dot) forward call that completes after it
-  // -- walking on over the calls inside it (paths under the parent's, API
-  // calls) and stopping at the first call outside it (a parent that is not
-  // recorded: a ModuleList, the model). Most walks stop within a few
-  // entries; a longer one (the decoder layers under an unrecorded
-  // ModuleList walk to the model's end) is kept per parent path with where
-  // it stopped, and serves every call before that place.
+  // The module call that encloses the forward module call at range k: the
+  // forward call of its parent path (its own up to the last dot) that
+  // completes after it -- walking on over the calls inside it (paths under
+  // the parent's, API calls) and stopping at the first call outside it (a
+  // parent that is not recorded: a ModuleList, the model). Most walks stop
+  // within a few entries; a longer one (the decoder layers under an
+  // unrecorded ModuleList walk to the model's end) is kept per parent path
+  // with where it stopped, and serves every call before that place.
   std::unordered_map<std::string_view, std::pair<std::optional<size_t>, size_t>> long_walks;
-  auto enclosing_call = [&](size_t k, std::string_view path) -> std::optional<size_t> {
-    const size_t dot = path.rfind('.');
-    if (dot == std::string_view::npos) return std::nullopt;
-    const std::string_view parent = path.substr(0, dot);
+  auto enclosing_call = [&](size_t k, std::string_view parent) -> std::optional<size_t> {
     // 0: inside the parent's call, walk on; 1: the parent's forward call;
     // 2: outside it (or the parent's backward), no enclosing call recorded.
     auto at = [&](size_t j) {
@@ -834,6 +831,14 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   std::unordered_map<std::string_view, ClassZ> forward_explains;
   walked_path.reserve(ranges.size());
   walked_out.reserve(ranges.size());
+  // The place in walked_path from which, up to `here`, every entry walked is
+  // an API call or a module under `path`: the calls that completed inside a
+  // call of `path` since it began (children rule, scope below).
+  auto inside_since = [&](std::string_view path, size_t here) {
+    size_t from = here;
+    while (from > 0 && (walked_path[from - 1] == kApiCall || under_path(walked_path[from - 1], path))) --from;
+    return from;
+  };
   // A pair that agrees bit for bit (bitwise_pair.h): whether every entry so
   // far does, and the same-code keys of those that did, with the first such.
   SameCodeKeys same_code(target, rows);
@@ -995,20 +1000,10 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // after an optimizer step moves its parent's output too).
     const std::string_view path = module_path(target.entries[entry]);
     ClassZ children{0.0, 0.0, 0.0};
-    size_t children_from = walked_path.size();  // the first child's place in walked_path
-    if (!path.empty())
-      for (size_t j = walked_path.size(); j-- > 0;) {
-        const std::string_view p = walked_path[j];
-        if (p == kApiCall) {
-          // inside this module, or between its children
-        } else if (under_path(p, path)) {
-          // a descendant
-        } else {
-          break;
-        }
-        for (int c : kClasses) children[c] = std::max(children[c], walked_out[j][c]);
-        children_from = j;
-      }
+    // the first child's place in walked_path
+    const size_t children_from = path.empty() ? walked_path.size() : inside_since(path, walked_path.size());
+    for (size_t j = children_from; j < walked_path.size(); ++j)
+      for (int c : kClasses) children[c] = std::max(children[c], walked_out[j][c]);
     // What unrecorded code inside the enclosing call, before this call's
     // inputs, can have computed from: that call's inputs and parameters and
     // what its children completed so far (walking back as above, under its
@@ -1020,39 +1015,36 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // between two children of one call completed inside it.
     const size_t here = walked_path.size();
     auto scope = [&, here](const std::string_view parent_path, size_t m) -> std::optional<ClassZ> {
-      if (const auto it = scopes.find(m); it != scopes.end()) {
-        auto& [e, upto] = it->second;
-        if (e)
-          for (; upto < here; ++upto)
-            for (int c : kClasses) (*e)[c] = std::max((*e)[c], walked_out[upto][c]);
-        return e;
+      auto it = scopes.find(m);
+      if (it == scopes.end()) {
+        std::optional<ClassZ> e = call_inputs(m);
+        it = scopes.emplace(m, std::make_pair(e, e ? inside_since(parent_path, here) : here)).first;
       }
-      std::optional<ClassZ> e = call_inputs(m);
+      auto& [e, upto] = it->second;
       if (e)
-        for (size_t j = here; j-- > 0;) {
-          const std::string_view p = walked_path[j];
-          if (p != kApiCall && !under_path(p, parent_path)) break;
-          for (int c : kClasses) (*e)[c] = std::max((*e)[c], walked_out[j][c]);
-        }
-      scopes.emplace(m, std::make_pair(e, here));
+        for (; upto < here; ++upto)
+          for (int c : kClasses) (*e)[c] = std::max((*e)[c], walked_out[upto][c]);
       return e;
     };
-    std::optional<std::optional<ClassZ>> scoped_upstream;
+    // Computed at the first input that asks (upstream_of_inputs); the
+    // caller asks only in a forward call, whose module path says where it is.
+    bool scope_looked_up = false;
+    std::optional<ClassZ> scoped_upstream;
     uint32_t scope_entry = 0;  // the enclosing call's entry, where scoped_upstream holds a value
     auto upstream_of_inputs = [&]() -> const ClassZ& {
-      if (!scoped_upstream) {
-        scoped_upstream.emplace();
-        const std::string_view direction = split_module_entry(target.entries[entry]).direction;
-        if (!path.empty() && direction == "forward")
-          if (const auto m = enclosing_call(range_index, path))
-            if (const size_t dot = path.rfind('.'); dot != std::string_view::npos) {
-              *scoped_upstream = scope(path.substr(0, dot), *m);
-              scope_entry = target.rows[static_cast<size_t>(rows[ranges[*m].first].target)].entry;
-            }
-        if (*scoped_upstream)
-          for (int c : kClasses) (**scoped_upstream)[c] = std::min((**scoped_upstream)[c], upstream[c]);
+      if (!scope_looked_up) {
+        scope_looked_up = true;
+        if (const size_t dot = path.rfind('.'); dot != std::string_view::npos) {
+          const std::string_view parent = path.substr(0, dot);
+          if (const auto m = enclosing_call(range_index, parent)) {
+            scoped_upstream = scope(parent, *m);
+            scope_entry = target.rows[static_cast<size_t>(rows[ranges[*m].first].target)].entry;
+          }
+        }
+        if (scoped_upstream)
+          for (int c : kClasses) (*scoped_upstream)[c] = std::min((*scoped_upstream)[c], upstream[c]);
       }
-      return *scoped_upstream ? **scoped_upstream : upstream;
+      return scoped_upstream ? *scoped_upstream : upstream;
     };
     walked_path.push_back(path.empty() ? kApiCall : path);
     walked_out.push_back(out.e);
