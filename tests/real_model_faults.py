@@ -67,6 +67,11 @@ import real_models as rm
 aten = torch.ops.aten
 
 FAULT_KINDS = ("scale", "softmax", "precision", "lowering", "decomp", "routing", "grad")
+# Faults set at run time by a tensor (one compile serves all of them).
+# "swap" (features 0 and 1 of the target's output exchanged) and "sign"
+# (feature 0 negated) leave the output's Max, Min, Mean and Norm as they were
+# (swap) or its Norm (sign): held-out kinds, not in the matrix.
+SWITCHABLE = ("scale", "softmax", "precision", "routing", "swap", "sign")
 # Mantissa bits kept by the precision fault: relative changes up to
 # 2^-(bits+1), i.e. ~5e-4 (fp32) and ~1.6e-2 (bf16), the size of x1.001 / x1.01.
 KEEP_BITS = {"fp32": 9, "bf16": 5}
@@ -273,6 +278,22 @@ def _first_tensor_map(out: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> A
     raise TypeError(f"cannot change an output of type {type(out).__name__}")
 
 
+def _swap_features(x: torch.Tensor, on: torch.Tensor) -> torch.Tensor:
+    """x with features 0 and 1 (last dimension) exchanged where ``on``."""
+    last = x.dim() - 1
+    swapped = aten.cat.default([aten.slice.Tensor(x, last, 1, 2), aten.slice.Tensor(x, last, 0, 1),
+                                aten.slice.Tensor(x, last, 2)], last)
+    return aten.where.self(on, swapped, x)
+
+
+def _negate_feature(x: torch.Tensor, on: torch.Tensor) -> torch.Tensor:
+    """x with feature 0 (last dimension) negated where ``on``."""
+    last = x.dim() - 1
+    flipped = aten.cat.default([aten.neg.default(aten.slice.Tensor(x, last, 0, 1)),
+                                aten.slice.Tensor(x, last, 1)], last)
+    return aten.where.self(on, flipped, x)
+
+
 def _round_mantissa(x: torch.Tensor, add: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """x with its float32 mantissa rounded (add half an ulp of the kept
     bits, clear the dropped ones); add = 0 and mask = -1 leave x as it is."""
@@ -309,6 +330,8 @@ class Switches:
     query: torch.Tensor | None = None
     grad: torch.Tensor | None = None
     flip: torch.Tensor | None = None
+    swap: torch.Tensor | None = None
+    sign: torch.Tensor | None = None
     restore: list[Callable[[], None]] = field(default_factory=list)
 
     def on(self, kind: str) -> None:
@@ -327,13 +350,15 @@ class Switches:
             self.round_mask.fill_(~((1 << drop) - 1))  # type: ignore[union-attr]
         elif kind == "routing":
             self.flip[0, 3, 0] = True  # type: ignore[index]
+        elif kind in ("swap", "sign"):
+            getattr(self, kind).fill_(True)
         else:
             raise ValueError(f"{kind} is not switchable")
 
     def off(self) -> None:
         """Every switchable fault neutral (bit-identical to no fault)."""
         for t, v in ((self.scale, 1.0), (self.query, 1.0), (self.grad, 1.0), (self.round_add, 0),
-                     (self.round_mask, -1), (self.flip, False)):
+                     (self.round_mask, -1), (self.flip, False), (self.swap, False), (self.sign, False)):
             if t is not None:
                 t.fill_(v)
 
@@ -355,9 +380,9 @@ def wire_switches(model: nn.Module, arch: Arch, dt: str, kinds: tuple[str, ...])
     sw = Switches(dt)
     target = model.get_submodule(arch.grad_site if "grad" in kinds else arch.target)
     inner = target.forward
-    if {"scale", "precision"} & set(kinds) and "grad" in kinds:
+    if {"scale", "precision", "swap", "sign"} & set(kinds) and "grad" in kinds:
         raise ValueError("the grad fault sits on another module: wire it alone")
-    if {"scale", "precision", "grad"} & set(kinds):
+    if {"scale", "precision", "grad", "swap", "sign"} & set(kinds):
         # Only the kinds asked for: the mantissa rounding views floats as
         # integers, which autograd cannot differentiate (a training step
         # wires "grad" alone).
@@ -368,6 +393,9 @@ def wire_switches(model: nn.Module, arch: Arch, dt: str, kinds: tuple[str, ...])
         if "precision" in kinds:
             sw.round_add = torch.zeros((), dtype=torch.int32)
             sw.round_mask = torch.full((), -1, dtype=torch.int32)
+        for k in ("swap", "sign"):
+            if k in kinds:
+                setattr(sw, k, torch.zeros((), dtype=torch.bool))
 
         def forward(*args: Any, **kwargs: Any) -> Any:
             out = inner(*args, **kwargs)
@@ -376,6 +404,10 @@ def wire_switches(model: nn.Module, arch: Arch, dt: str, kinds: tuple[str, ...])
                     out = _first_tensor_map(out, lambda t: aten.mul.Tensor(t, sw.scale))
                 if sw.round_add is not None:
                     out = _first_tensor_map(out, lambda t: _round_mantissa(t, sw.round_add, sw.round_mask))
+                if sw.swap is not None:
+                    out = _first_tensor_map(out, lambda t: _swap_features(t, sw.swap))
+                if sw.sign is not None:
+                    out = _first_tensor_map(out, lambda t: _negate_feature(t, sw.sign))
                 if sw.grad is not None:
                     out = _first_tensor_map(out, lambda t: _GradScale.apply(t, sw.grad))
             return out
@@ -635,7 +667,7 @@ def differential_trace(name: str, dt: str, kind: str, levels: tuple[str, ...] = 
     traces = []
     for faulty in (False, True):
         model, inputs = build(name, dt)
-        switchable = kind in ("scale", "softmax", "precision", "routing")
+        switchable = kind in SWITCHABLE
         sw = wire_switches(model, arch, dt, (kind,)) if switchable else None
         try:
             if faulty and sw is not None:

@@ -218,7 +218,7 @@ def forward_faults(name: str, dt: str, level: str, root: str, kinds: tuple[str, 
     faults (and a clean control step), one compile per compiler fault."""
     arch = F.ARCHS[name]
     dtype_kinds = [k for k in kinds if k not in ("grad",) and F.applicable(arch, k)]
-    switchable = tuple(k for k in dtype_kinds if k in ("scale", "softmax", "precision", "routing"))
+    switchable = tuple(k for k in dtype_kinds if k in F.SWITCHABLE)
     cases: list[Case] = []
     cpu0 = time.process_time()
     model, inputs = F.build(name, dt)

@@ -907,6 +907,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     int64_t matched = 0, inputs_matched = 0, inputs_one_side = 0, tensor_outputs = 0;
     size_t par_row = begin;
     double par_z = 0;
+    double own_drift = 0;  // the largest Sketch-class e of the entry's drifting parameters
     // The entry's non-tensor arguments that differ beyond their floor (a
     // flag, a size, a Python float): weighed after the outputs, not as data
     // (argument_differs below).
@@ -932,6 +933,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       if (!discrete[i] && t.is_tensor) only_discrete_inputs = false;
       if (parameter(i)) {
         par.add(ec[i], zc[i], i);
+        if (drifting[i]) own_drift = std::max(own_drift, ec[i][kSketchClass]);
         // A parameter whose gradient is zero in theory drifts under the
         // optimizer (cancellation.h): its error explains, it is no cause.
         if (!drifting[i] && parameter_z(i) > par_z) par_z = parameter_z(i), par_row = i;
@@ -1069,7 +1071,18 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // the sum's condition number), so the inputs' Sketch explains the
     // outputs' Max and Min with the Sketch's R. A gradient scaled by a
     // fault moves the Norm, which this does not touch.
-    const double extremes_from_sketch = backward ? ratio_of(kSketchClass) * in_sketch : 0.0;
+    // After an update the same holds in the forward: an output element is
+    // a sum of products with weights that drifted, each by +-lr where the
+    // two runs' gradients differed in sign, so one element moves with the
+    // weights' and inputs' relative L2 error times the sum's condition
+    // number. A clean float32 MoE step 1 (a mean-square loss: residue
+    // gradients) moved an expert's down-projection Max 0.099 % with its
+    // weight 0.02 % apart by its Sketch. A scale fault moves the Norm, which
+    // this does not touch.
+    const bool after_update = drift_sketch > 0 || own_drift > 0;
+    const double extremes_from_sketch =
+        backward ? ratio_of(kSketchClass) * in_sketch
+                 : (after_update ? ratio_of(kSketchClass) * std::max(in_sketch, own_drift) : 0.0);
     // Not in a linear module's backward (its input's gradient is the
     // gradient arriving times the weight): there rounding that redistributes
     // the gradient (Sketch 0.3 %, Norm 0.03 % in bfloat16 under inductor)
@@ -1085,10 +1098,26 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // Sketch (a residue passed on) moved the convolution's input gradient
     // 8.5 % in Norm. s^2 itself, twice the estimate, for the map's own
     // conditioning.
-    if (backward && !linear_module(name))
+    // The first-order part, s / sqrt(n) for an arriving gradient of n
+    // elements, is what that redistribution moves the Norm (and the Mean,
+    // a projection too) by; it matters only where n is small: a clean
+    // float32 MoE step under a mean-square loss (its whole backward a
+    // residue, 1.4 % apart by the Sketch) moved a 256-element expert
+    // gradient's Norm 0.22 % from an arriving one whose Norm agreed to
+    // 0.025 %. Scaled by R and above bfloat16's floor it stays below a
+    // x1.01 fault's 1 % at 256 elements up to an arriving gradient 3 % apart.
+    double arriving_numel = 0;
+    if (backward)
+      for (size_t i = begin; i < end; ++i)
+        if (rows[i].bench >= 0 && target.rows[static_cast<size_t>(rows[i].target)].role == Role::kInput)
+          arriving_numel = std::max(arriving_numel, numel(bench.rows[static_cast<size_t>(rows[i].bench)]));
+    if (backward && !linear_module(name)) {
       in_own[kAggregateClass] = std::max(in_own[kAggregateClass], in_own[kSketchClass]);
-    else if (backward)
-      in_own[kAggregateClass] = std::max(in_own[kAggregateClass], in_own[kSketchClass] * in_own[kSketchClass]);
+    } else if (backward) {
+      const double s = in_own[kSketchClass];
+      const double first_order = arriving_numel > 0 ? s / std::sqrt(arriving_numel) : 0.0;
+      in_own[kAggregateClass] = std::max({in_own[kAggregateClass], s * s, first_order});
+    }
     ClassZ from_forward{0.0, 0.0, 0.0};
     if (const auto it = forward_explains.find(forward_of(name)); it != forward_explains.end()) from_forward = it->second;
     else if (name.find(".forward") != std::string::npos)
@@ -1109,11 +1138,6 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // saved forward inputs' Sketch included: a clean bfloat16 OLMoE under
     // inductor moved such a gradient's Norm 1.2 % from saved activations
     // 0.5 % apart (Sketch) whose own Norm agreed to 0.13 %.
-    double arriving_numel = 0;
-    if (backward)
-      for (size_t i = begin; i < end; ++i)
-        if (rows[i].bench >= 0 && target.rows[static_cast<size_t>(rows[i].target)].role == Role::kInput)
-          arriving_numel = std::max(arriving_numel, numel(bench.rows[static_cast<size_t>(rows[i].bench)]));
     auto reduced_terms = [&](size_t i) {
       const double n = numel(bench.rows[static_cast<size_t>(rows[i].bench)]);
       return backward && n > 0 && 2 * n <= arriving_numel ? arriving_numel / n : 1.0;

@@ -16,9 +16,11 @@ through dump.json and the saved files, never through engine internals.
 from __future__ import annotations
 
 import argparse
+import atexit
 import faulthandler
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -646,8 +648,10 @@ def main(argv: list[str] | None = None) -> int:
     # Inductor's caches key on the traced graph, not on graphprobe's lowerings:
     # a cache left by an earlier build would hand back code this tree no
     # longer generates (tests/conftest.py does the same for pytest). The
-    # cases' processes inherit it.
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="graphprobe-smoke-inductor-"))
+    # cases' processes inherit it, and it goes when the run ends.
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        own_cache = os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="graphprobe-smoke-inductor-")
+        atexit.register(shutil.rmtree, own_cache, True)
     names = args.only or list(CASES)
     unknown = [n for n in names if n not in CASES]
     if unknown:
