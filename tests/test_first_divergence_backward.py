@@ -3,7 +3,8 @@
 
 * a gradient a backward call receives that the bench holds bit for bit as an
   earlier backward call's output (the same gradient passed on) and that the
-  target changed between the two is named, however noisy the pair already is;
+  target changed between the two by more than half an ulp is named, however
+  noisy the pair already is;
 * the input gradient of a ReLU follows its forward input's rounding by the
   gradient's whole size where an element sits at the kink: explained.
 
@@ -67,6 +68,19 @@ def test_the_same_change_is_within_the_noise_without_the_rule(tmp_path: Path) ->
 def test_rounding_that_moves_both_records_alike_is_not_named(tmp_path: Path) -> None:
     g = redistributed(G, 1e-3, 3.3)
     o = run(tmp_path, passed_on(g, True, rounding=1e-3), passed_on(G, False))
+    assert o.first_divergence is None, o.divergence.message if o.divergence else None
+
+
+def test_a_gradient_rounded_again_by_another_kernel_is_not_named(tmp_path: Path) -> None:
+    # A compiled backward may compute one gradient in two kernels, each
+    # rounding it to bfloat16 from its own float32 sum: the linear's record
+    # 0.14 % apart from the add's (a clean RegNet under inductor), within half
+    # a bfloat16 ulp (3.9e-3) and within R x the 0.5 % upstream. Before: named
+    # as a change between the two records (beyond 1/64 ulp, 1.2e-4).
+    g = redistributed(G, 1.4e-3, 3.3)
+    e = float((g - G).norm() / G.norm())
+    assert 2 ** -7 / 64 < e < 2 ** -7 / 2, e
+    o = run(tmp_path, passed_on(g, True), passed_on(G, False))
     assert o.first_divergence is None, o.divergence.message if o.divergence else None
 
 

@@ -27,6 +27,10 @@ struct NoiseFloor {
   // the Sketch of a tensor whose Norm rests on a few elements is this over
   // the square root of their number (first_divergence.cpp, few_elements_floor).
   double element;
+  // The smallest normal number: below it values are subnormal, with an
+  // absolute spacing (this times `element`), not a relative one, and a
+  // kernel that flushes them to zero moves them by their whole size.
+  double smallest_normal;
 };
 
 // The table, most precise first; the last row ("exact") is integers, bool
