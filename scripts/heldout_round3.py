@@ -174,21 +174,33 @@ def main(argv: list[str], builders: dict[str, Callable[[], torch.nn.Module]] = B
         T.SWITCH_BACKEND = argv[3] if len(argv) > 3 else "inductor"
         T.LOSS = argv[4] if len(argv) > 4 else "head"
         configs = _pairs(argv[5] if len(argv) > 5 else "fp32:L0,bf16:mix")
+    if part == "clean":
+        run_all(names, configs, out, lambda name, dt, level, root: T.clean_training(name, dt, level, root, steps=2))
+    else:
+        run_all(names, configs, out, lambda name, dt, level, root: faults_and_grad(
+            name, dt, level, root, ("scale", "softmax", "precision", "lowering", "decomp")))
+    return 0
+
+
+def faults_and_grad(name: str, dt: str, level: str, root: str, kinds: tuple[str, ...]) -> list:
+    """The forward faults of ``kinds`` and the backward-only gradient scale."""
+    cases = T.forward_faults(name, dt, level, root, kinds)
+    cases.append(T.grad_fault(name, dt, level, os.path.join(root, "grad")))
+    return cases
+
+
+def run_all(names: list[str], configs: list[tuple[str, str]], out: str,
+            cases_of: Callable[[str, str, str, str], list]) -> None:
+    """Prints a line per case of ``cases_of(name, dtype, level, root)`` for
+    every model and configuration, each under ``out/{name}-{dtype}-{level}``."""
     for name in names:
         for dt, level in configs:
             root = os.path.join(out, f"{name}-{dt}-{level}")
             try:
-                if part == "clean":
-                    cases = T.clean_training(name, dt, level, root, steps=2)
-                else:
-                    cases = T.forward_faults(name, dt, level, root,
-                                             ("scale", "softmax", "precision", "lowering", "decomp"))
-                    cases.append(T.grad_fault(name, dt, level, os.path.join(root, "grad")))
-                for c in cases:
+                for c in cases_of(name, dt, level, root):
                     print(T.describe(c), "|", (c.message or "")[:300], flush=True)
             except Exception as e:  # noqa: BLE001 -- one model's failure must not hide the others'
                 print(name, dt, level, "ERROR", type(e).__name__, str(e)[:300], flush=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -121,16 +121,7 @@ def main(argv: list[str]) -> int:
         return 2
     T.SWITCH_BACKEND = argv[3] if len(argv) > 3 else "inductor"
     configs = [tuple(c.split(":")) for c in (argv[4] if len(argv) > 4 else "fp32:L0,bf16:mix").split(",")]
-    for name in names:
-        for dt, level in configs:
-            root = os.path.join(out, f"{name}-{dt}-{level}")
-            try:
-                cases = T.forward_faults(name, dt, level, root, KINDS)
-                cases.append(T.grad_fault(name, dt, level, os.path.join(root, "grad")))
-                for c in cases:
-                    print(T.describe(c), "|", (c.message or "")[:300], flush=True)
-            except Exception as e:  # noqa: BLE001 -- one site's failure must not hide the others'
-                print(name, dt, level, "ERROR", type(e).__name__, str(e)[:300], flush=True)
+    R3.run_all(names, configs, out, lambda name, dt, level, root: R3.faults_and_grad(name, dt, level, root, KINDS))
     return 0
 
 
