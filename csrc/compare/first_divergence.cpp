@@ -361,6 +361,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   RowError r;
   const bool tensors = t.is_tensor && b.is_tensor;
   r.floor = &noise_floor_for(b.dtype, tensors, &r.floor_assumed);
+  const double smallest_normal = r.floor->smallest_normal;  // of the record's own dtype
   // Data is no more precise than the data it was computed from (integer and
   // bool tensors stay exact: see find_first_divergence).
   if (tensors && at_least && r.floor->aggregate > 0 && at_least->aggregate > r.floor->aggregate) {
@@ -417,7 +418,7 @@ RowError row_error(const TensorRecord& t, const TensorRecord& b, double floor_sc
   // least that scale. A tiny EfficientNet whose activations had vanished to
   // 1e-41 (float32) had a BatchNorm's output 0.46 % apart by its Sketch from
   // inputs equal bit for bit.
-  if (n > 0) rms = std::max(rms, noise_floor_for(b.dtype, true).smallest_normal);
+  if (n > 0) rms = std::max(rms, smallest_normal);
   const double l2_scale = n > 0 ? rms * std::sqrt(n) : 0.0;
   r.few_elements = few_elements_floor(*r.floor, b, &r.effective_elements);
   auto judge = [&](int s, double e) {
@@ -1388,7 +1389,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     auto worst_of = [&](const RowError& e) { return e.hard.empty() ? max2(e.e_class) : kInf; };
     // Row i holds in the bench the same values as the earlier row j: the
     // target's error of i against j when it differs beyond 1e-6 and beyond
-    // 1/64 of an ulp of its dtype (as one element in 4096 moved by an ulp).
+    // ulp_fraction of an ulp of its dtype (for an output 1/64: as one element
+    // in 4096 moved by an ulp; for a gradient passed on 1/2, below).
     // Less is a sum whose tiny terms one side's rounding dropped and the
     // other's kept in a small element, not a change of the value: a clean
     // bfloat16 ELECTRA step -- the attention's input gradient, the value
