@@ -17,6 +17,11 @@ extractor, GroupNorm, a weight-normed positional convolution).
 
     .venv/bin/python scripts/heldout_round6.py sites NAMES OUT [BACKEND [DTYPE:LEVEL,...]]
     .venv/bin/python scripts/heldout_round6.py clean NAMES OUT [DTYPE:LEVEL,... [LOSS]]
+    .venv/bin/python scripts/heldout_round6.py cnn OUT
+
+``cnn``: a conv/BatchNorm/ReLU stack at a real size (8 x 64 x 32 x 32, four
+blocks), two AdamW steps with cross entropy, eager vs inductor, fp32 L0:
+sums over 8192 positions a channel, which the tiny models never have.
 
 NAMES: SITES' keys (``model@site``) or BUILDERS'. Results:
 benchmarks/results/real_model_matrix.md, "Held-out, round six".
@@ -106,10 +111,54 @@ def register() -> None:
         F.ARCHS[key] = F.Arch(key, base.build, base.inputs, target, None, base.act, base.norm, grad)
 
 
+def conv_stack(out: str) -> int:
+    """The ``cnn`` part: prints each step's first divergence."""
+    import glob
+
+    import graphprobe
+    import torch
+    from graphprobe.compare import compare
+    from torch import nn
+
+    def block(c_in: int) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(c_in, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+
+    x = torch.randn(8, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    y = torch.randint(0, 10, (8,), generator=torch.Generator().manual_seed(2))
+    for mode in ("eager", "inductor"):
+        torch.manual_seed(0)
+        body = nn.Sequential(block(3), block(64), block(64), block(64))
+        model = nn.ModuleDict({"body": body, "head": nn.Linear(64, 10)}).train()
+        torch._dynamo.reset()
+        dumper = graphprobe.AclGraphDumper(T._config(os.path.join(out, mode), "L0"))
+        dumper.start(model)
+
+        def forward(t: torch.Tensor) -> torch.Tensor:
+            return model["head"](model["body"](t).mean((2, 3)))
+
+        run = forward if mode == "eager" else torch.compile(forward, backend="inductor")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for _ in range(2):
+            nn.functional.cross_entropy(run(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            dumper.step()
+        dumper.stop()
+        graphprobe.flush()
+    for step in range(2):
+        t, b = (glob.glob(os.path.join(out, m, "dump", f"step{step}", "*", "dump.json"))[0]
+                for m in ("inductor", "eager"))
+        o = compare(t, b, os.path.join(out, f"cmp{step}"), html=False, progress=False, jobs=1).outcomes[0]
+        print(f"cnn fp32 L0 step {step}: {o.first_divergence} | {o.divergence.message if o.divergence else ''}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Runs the part of ``argv`` (the usage above)."""
     if argv[:1] == ["clean"]:
         return R3.main(argv, BUILDERS, {}, inputs_of, __doc__)
+    if argv[:1] == ["cnn"] and len(argv) == 2:
+        return conv_stack(argv[1])
     if len(argv) < 3 or argv[0] != "sites":
         print(__doc__)
         return 2

@@ -183,3 +183,45 @@ def test_an_ordinary_convolutions_input_gradient_keeps_its_floor(tmp_path: Path)
     o = run(tmp_path, convolution(w, 9e-3), convolution(w, 0.0))
     assert o.first_divergence == "Module.dwconv.Conv2d.backward.0", _message(o)
     assert "output" in o.divergence.kinds
+
+
+# A BatchNorm at a real size (8 x 16 x 32 x 32): its bias's gradient sums
+# T = 8192 positions a channel, which eager (double accumulation on a CPU)
+# and inductor (float32, blocked) round differently by about float32's ulp x
+# sqrt(T) x the sum's condition number.
+BIG_X = _randn(8, 16, 32, 32)
+BIG_G = _randn(8, 16, 32, 32) * 1e-5
+
+
+def big_batch_norm(bias_grad: torch.Tensor) -> dict[str, Any]:
+    hat = (BIG_X - BIG_X.mean((0, 2, 3), keepdim=True)) / BIG_X.std((0, 2, 3), unbiased=False, keepdim=True)
+    return {"Module.bn.BatchNorm2d.forward.0": entry([rec(BIG_X, F32)], [rec(hat, F32)]),
+            "Module.bn.BatchNorm2d.backward.0": {"input": [rec(BIG_G, F32)], "output": [rec(BIG_G, F32)]},
+            "Module.bn.BatchNorm2d.parameters_grad": {"bias": [rec(bias_grad, F32)]}}
+
+
+def _accumulation_bar() -> tuple[torch.Tensor, float]:
+    """The bias gradient and R x float32's ulp x T x (sqrt(T) RMS(g)) / RMS(bias gradient)."""
+    bias = BIG_G.sum((0, 2, 3))
+    terms = BIG_G.numel() / bias.numel()
+    rms = lambda t: float(t.norm()) / t.numel() ** 0.5  # noqa: E731
+    return bias, 4 * 2 ** -23 * terms * terms ** 0.5 * rms(BIG_G) / rms(bias)
+
+
+def test_a_parameter_gradient_summed_over_many_positions_carries_its_accumulators_rounding(tmp_path: Path) -> None:
+    # The target's bias gradient 0.1 % apart by its Sketch (a float32 sum of
+    # 8192 terms, rounded otherwise), every record before it equal bit for
+    # bit. Before: "Sketch 0.1 %, ... anything recorded before it".
+    bias, bar = _accumulation_bar()
+    d = _randn(16)
+    moved = bias + 1e-3 * d * bias.norm() / d.norm()
+    assert 1e-3 < bar, bar
+    o = run(tmp_path, big_batch_norm(moved), big_batch_norm(bias))
+    assert o.first_divergence is None, _message(o)
+
+
+def test_a_parameter_gradient_fault_beyond_its_accumulators_rounding_is_named(tmp_path: Path) -> None:
+    bias, bar = _accumulation_bar()
+    assert 1e-2 > bar, bar  # a x1.01 fault stays beyond R x the rounding at this size
+    o = run(tmp_path, big_batch_norm(1.01 * bias), big_batch_norm(bias))
+    assert o.first_divergence == "Module.bn.BatchNorm2d.parameters_grad", _message(o)

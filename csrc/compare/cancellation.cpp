@@ -36,11 +36,13 @@ double rms(const TensorRecord& r) {
 
 }  // namespace
 
-std::vector<double> expected_rms_from_producers(const CompareResult& result, double margin) {
+std::vector<double> expected_rms_from_producers(const CompareResult& result, double margin,
+                                                std::vector<double>* sum_condition) {
   const Dump& target = result.target;
   const Dump& bench = result.bench;
   const auto& rows = result.rows;
   std::vector<double> expected(rows.size(), 0.0);
+  if (sum_condition) sum_condition->assign(rows.size(), 0.0);
   const auto ranges = entry_ranges(target, rows);
   // Entry name -> index into ranges, filled at the first lookup: only
   // backward and parameters_grad entries look a range up, and a dump of
@@ -224,7 +226,9 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
       const double per = matrix ? static_cast<double>(b->shape[0]) : numel(*b);
       if (per <= 0) continue;
       const double terms = gradient_numel / per;
-      give(i, *b, std::sqrt(std::max(terms, 1.0)) * gradient * (matrix ? x : 1.0));
+      const double want = std::sqrt(std::max(terms, 1.0)) * gradient * (matrix ? x : 1.0);
+      if (sum_condition && terms > 1 && rms(*b) > 0) (*sum_condition)[i] = terms * want / rms(*b);
+      give(i, *b, want);
     }
   }
   return expected;

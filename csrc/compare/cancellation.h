@@ -42,8 +42,15 @@
 
 namespace graphprobe::compare {
 
-// One value per row of result.rows (0: judged on its own RMS).
-std::vector<double> expected_rms_from_producers(const CompareResult& result, double margin);
+// One value per row of result.rows (0: judged on its own RMS). With
+// `sum_condition`, also per row of a {module}.parameters_grad entry (0
+// elsewhere): T times the sum's expected scale above over the record's own
+// RMS -- sqrt(T) times the sum's condition number sum|terms| / |sum|,
+// estimated as sqrt(T) x that scale / RMS. An accumulator rounds each of T
+// partial sums, so two correct kernels' results differ by about its ulp
+// times this (first_divergence.cpp).
+std::vector<double> expected_rms_from_producers(const CompareResult& result, double margin,
+                                                std::vector<double>* sum_condition = nullptr);
 
 // Per row of result.rows: a parameter row ({entry}.parameters.{name}) of a
 // module whose {module}.parameters_grad.* row {name} in the same dump was
