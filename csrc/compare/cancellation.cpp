@@ -42,7 +42,9 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
   const Dump& bench = result.bench;
   const auto& rows = result.rows;
   std::vector<double> expected(rows.size(), 0.0);
-  if (sum_condition) sum_condition->assign(rows.size(), 0.0);
+  // Filled at its first value: a dump without parameters_grad entries
+  // (inference, every compare benchmark) allocates nothing for it.
+  if (sum_condition) sum_condition->clear();
   const auto ranges = entry_ranges(target, rows);
   // Entry name -> index into ranges, filled at the first lookup: only
   // backward and parameters_grad entries look a range up, and a dump of
@@ -227,7 +229,10 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
       if (per <= 0) continue;
       const double terms = gradient_numel / per;
       const double want = std::sqrt(std::max(terms, 1.0)) * gradient * (matrix ? x : 1.0);
-      if (sum_condition && terms > 1 && rms(*b) > 0) (*sum_condition)[i] = terms * want / rms(*b);
+      if (sum_condition && terms > 1 && rms(*b) > 0) {
+        if (sum_condition->empty()) sum_condition->assign(rows.size(), 0.0);
+        (*sum_condition)[i] = terms * want / rms(*b);
+      }
       give(i, *b, want);
     }
   }

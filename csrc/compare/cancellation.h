@@ -44,7 +44,7 @@ namespace graphprobe::compare {
 
 // One value per row of result.rows (0: judged on its own RMS). With
 // `sum_condition`, also per row of a {module}.parameters_grad entry (0
-// elsewhere): T times the sum's expected scale above over the record's own
+// elsewhere; left empty where no such row has one): T times the sum's expected scale above over the record's own
 // RMS -- sqrt(T) times the sum's condition number sum|terms| / |sum|,
 // estimated as sqrt(T) x that scale / RMS. An accumulator rounds each of T
 // partial sums, so two correct kernels' results differ by about its ulp
