@@ -91,10 +91,11 @@ double numel(const TensorRecord& r) {
 }
 
 // The ulp of the accumulator a sum of records of this dtype is taken in:
-// float64's for float64 data, float32's for every narrower floating dtype
-// (CPU and GPU kernels accumulate those in float32 or wider).
+// the dtype's own (the table's element column) where it is float32's or
+// finer, float32's for every narrower floating dtype (CPU and GPU kernels
+// accumulate those in float32 or wider).
 double accumulator_ulp(std::string_view dtype) {
-  return &noise_floor_for(dtype, true) == &noise_floor_table().front() ? 0x1p-52 : 0x1p-23;
+  return std::min(noise_floor_for(dtype, true).element, noise_floor_for("torch.float32", true).element);
 }
 
 // The RMS of the bench tensor (Norm / sqrt(numel)); 0 when unknown.
