@@ -103,7 +103,7 @@ CompareResult compare_dumps(Dump target, Dump bench, const CompareOptions& optio
   CompareResult result;
   result.target = std::move(target);
   result.bench = std::move(bench);
-  result.rows = match_rows(result.target, result.bench, options.fuzzy);
+  result.rows = match_rows(result.target, result.bench, options.fuzzy, &result.target.notes);
   result.step = options.step;
   result.parameters_as_causes = options.parameters_as_causes;
   result.carried_parameters = options.carried_parameters;

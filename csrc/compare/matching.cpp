@@ -1,5 +1,6 @@
 #include "compare/matching.h"
 
+#include "compare/call_alignment.h"
 #include "compare/fnv1a.h"
 #include "compare/hash_groups.h"
 #include "compare/hash_order.h"
@@ -104,6 +105,8 @@ bool key_less(const RowKey& a, const RowKey& b) {
   }
 }
 
+}  // namespace
+
 // msprobe pairs rows of equal dtype, or both of the float dtypes
 // (gen_dtype_condition); other rows are left without a bench.
 bool dtypes_pair(const std::string& t, const std::string& b) {
@@ -120,8 +123,6 @@ bool dtypes_pair(const std::string& t, const std::string& b) {
   }
   return false;
 }
-
-}  // namespace
 
 std::string strip_call_index(std::string_view entry) {
   auto parts = split_dots(entry);
@@ -144,7 +145,8 @@ std::string strip_call_index(std::string_view entry) {
   return std::string(entry);
 }
 
-std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy) {
+std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy,
+                                   std::vector<std::string>* notes) {
   // Bench rows sorted by a 64-bit hash of their key, bench order kept within
   // a hash; a binary search finds a target row's candidates and `taken` (per
   // key, at the key's first position) walks them. Sorting by whole keys
@@ -277,6 +279,7 @@ std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool f
     }
     rows.push_back(std::move(row));
   }
+  if (!fuzzy) align_unpaired_calls(target, bench, rows, bench_used, notes);
   for (size_t i = 0; i < bench.rows.size(); ++i) {
     if (bench_used[i]) continue;
     CompareRow row;

@@ -12,6 +12,10 @@
 // warm-up call, a module called from a different place) as long as the
 // order of calls of each module is the same.
 //
+// In exact mode, the calls of an API or module whose rows were left
+// unpaired are aligned by their records instead (call_alignment.h), with a
+// note in `notes`.
+//
 // The result lists target rows in target order, then bench-only rows in
 // bench order. A name repeated on one side (a malformed dump) pairs its
 // first occurrence; the rest are unmatched.
@@ -27,6 +31,11 @@ namespace graphprobe::compare {
 // The entry name without its call index; unchanged when it has none.
 std::string strip_call_index(std::string_view entry);
 
-std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy);
+std::vector<CompareRow> match_rows(const Dump& target, const Dump& bench, bool fuzzy,
+                                   std::vector<std::string>* notes = nullptr);
+
+// msprobe pairs rows of equal dtype, or both of the float dtypes
+// (gen_dtype_condition); other rows are left without a bench.
+bool dtypes_pair(const std::string& t, const std::string& b);
 
 }  // namespace graphprobe::compare

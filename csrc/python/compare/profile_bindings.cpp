@@ -41,7 +41,7 @@ void bind_profile(py::module_& m) {
           lap("read target");
           result->bench = read_dump(bench);
           lap("read bench");
-          result->rows = match_rows(result->target, result->bench, options.fuzzy);
+          result->rows = match_rows(result->target, result->bench, options.fuzzy, &result->target.notes);
           lap("match");
           apply_verdicts(result->target, result->bench, result->rows, options.thresholds, options.graphprobe_verdicts);
           lap("verdicts");
