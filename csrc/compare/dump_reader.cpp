@@ -573,15 +573,36 @@ Dump parse_dump(std::string_view text, const std::string& source) {
   return dump;
 }
 
+namespace {
+
+// A parse of a file that shrank meanwhile is reported as that, whether it
+// failed at the zeros it read or not.
+template <typename F>
+auto parse_intact(const TextFeed& feed, F&& parse_it) -> decltype(parse_it()) {
+  try {
+    auto out = parse_it();
+    feed.check_intact();
+    return out;
+  } catch (const DumpFormatError&) {
+    feed.check_intact();
+    throw;
+  } catch (const json::ParseError&) {
+    feed.check_intact();
+    throw;
+  }
+}
+
+}  // namespace
+
 Dump read_dump(const std::string& path) {
   Dump dump;
   {
     TextFeed feed(path);
-    dump = parse(feed.text(), path, &feed);
+    dump = parse_intact(feed, [&] { return parse(feed.text(), path, &feed); });
   }
   if (dump.checksums.needs_second_read) {
     TextFeed feed(path);
-    dump.checksums = parse(feed.text(), path, &feed, true).checksums;
+    dump.checksums = parse_intact(feed, [&] { return parse(feed.text(), path, &feed, true); }).checksums;
   }
   return dump;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compare/dump_reader.h"
+#include "compare/mapped_file_guard.h"
 #include "fs/atomic_file.h"
 
 namespace graphprobe::compare {
@@ -126,6 +127,7 @@ TextFeed::TextFeed(const std::string& path) : path_(path) {
     size_ = loaded_ = size;
     return;
   }
+  if (map_file(size)) return;
   data_ = static_cast<char*>(
       ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
   if (data_ == MAP_FAILED) {
@@ -151,7 +153,55 @@ TextFeed::TextFeed(const std::string& path) : path_(path) {
   }
 }
 
+bool TextFeed::map_file(size_t size) {
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd_, 0);
+  if (p == MAP_FAILED) return false;
+  const int slot = guard_mapping(static_cast<const char*>(p), size);
+  if (slot < 0) {
+    ::munmap(p, size);
+    return false;
+  }
+  data_ = static_cast<char*>(p);
+  size_ = loaded_ = size;
+  guard_ = slot;
+  mapped_ = true;
+  try {
+    // Every byte checked for NUL before the parser starts, as the pieces
+    // read used to be; each piece given back after it (the parser maps its
+    // pages again from the page cache), so that no more than a piece is
+    // held at a time.
+    for (size_t at = 0; at < size_; at += kPiece) {
+      const size_t n = std::min(kPiece, size_ - at);
+      if (const void* nul = std::memchr(data_ + at, '\0', n)) {
+        check_intact();
+        fail_nul(path_, at + static_cast<size_t>(static_cast<const char*>(nul) - (data_ + at)));
+      }
+      ::madvise(data_ + at, n, MADV_DONTNEED);
+    }
+  } catch (...) {
+    // No destructor runs for a constructor that throws.
+    unguard_mapping(guard_);
+    ::munmap(data_, size_);
+    data_ = nullptr;
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+  return true;
+}
+
+bool TextFeed::shrank() const { return mapped_ && mapping_shrank(guard_); }
+
+void TextFeed::check_intact() const {
+  if (!shrank()) return;
+  struct stat st;
+  const std::string now = ::fstat(fd_, &st) == 0 ? " to " + std::to_string(st.st_size) + " bytes" : "";
+  throw DumpFormatError(path_ + ": the file shrank" + now + " while it was read (it had " + std::to_string(size_) +
+                        "): another process truncated or rewrote it; compare it again once it is complete");
+}
+
 TextFeed::~TextFeed() {
+  if (guard_ >= 0) unguard_mapping(guard_);
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -179,9 +229,19 @@ void TextFeed::release(size_t offset) {
 
 size_t TextFeed::count(std::string_view needle) const {
   if (size_ == 0 || needle.empty()) return 0;
+  if (mapped_) {
+    // Piece by piece, each given back after it; a piece's last needle.size()
+    // - 1 bytes are looked at again with the next one, no match counted twice.
+    size_t n = 0;
+    for (size_t at = 0; at < size_; at += kPiece) {
+      const size_t len = std::min(kPiece + needle.size() - 1, size_ - at);
+      n += count_in(text().substr(at, len), needle);
+      ::madvise(data_ + at, std::min(kPiece, size_ - at), MADV_DONTNEED);
+    }
+    return n;
+  }
   if (loaded_ == size_) return count_in(text(), needle);
-  // Pieces of 4 MiB overlapping by needle.size() - 1 bytes, none counted twice.
-  constexpr size_t kPiece = size_t{4} << 20;
+  // Pieces overlapping by needle.size() - 1 bytes, none counted twice.
   std::vector<char> buf(kPiece + needle.size());
   size_t n = 0, carry = 0;
   for (size_t at = 0; at < size_;) {

@@ -13,6 +13,10 @@
 #include <sstream>
 #include <string>
 
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "compare/cell_text.h"
 #include "compare/csv_writer.h"
 #include "compare/comparison.h"
@@ -21,6 +25,7 @@
 #include "compare/matching.h"
 #include "compare/metrics.h"
 #include "compare/msprobe_values.h"
+#include "compare/text_feed.h"
 #include "fs/atomic_file.h"
 #include "tests/check.h"
 
@@ -346,6 +351,54 @@ void large_file_is_read_in_pieces() {
   }
   CHECK_THROWS(gc::DumpFormatError, gc::read_dump(path), ":" + line_of(text, bad_at) + ":9: expected a value");
   std::remove(path.c_str());
+}
+
+void file_that_shrinks_while_mapped_is_reported() {
+  // A regular file is mapped (text_feed.h). Truncated by another process
+  // while mapped, a read past its new end raised SIGBUS and ended the
+  // process; it now reads zeros, and check_intact() names the file.
+  const char* tmp = std::getenv("GRAPHPROBE_TEST_TMP");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/test_compare_engine_shrink.json";
+  std::string entries;
+  for (int i = 0; entries.size() < (size_t{1} << 20); ++i)
+    entries += (i ? "," : "") + entry("E" + std::to_string(i), tensor(i + 1), tensor(i + 2));
+  const std::string text = doc(entries);
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  {
+    gc::TextFeed feed(path);
+    CHECK_EQ(feed.text().size(), text.size());
+    CHECK(!feed.shrank());
+    feed.check_intact();  // nothing to report yet
+    CHECK_EQ(::truncate(path.c_str(), 4096), 0);
+    const std::string_view t = feed.text();
+    CHECK_EQ(t[t.size() - 1], '\0');  // past the new end: zeros
+    CHECK_EQ(t[10], text[10]);        // before it: the text
+    CHECK(feed.shrank());
+    CHECK_THROWS(gc::DumpFormatError, feed.check_intact(), path + ": the file shrank to 4096 bytes while it was read");
+  }
+  // Read whole, the shorter file is simply what it holds: malformed here.
+  CHECK_THROWS(gc::DumpFormatError, gc::read_dump(path), path);
+  std::remove(path.c_str());
+
+  // A SIGBUS outside every guarded range still ends the process as before
+  // (the disposition the guard found: here the default one).
+  const pid_t child = ::fork();
+  if (child == 0) {
+    {
+      std::ofstream f(path, std::ios::binary);
+      f << text;
+    }
+    gc::TextFeed feed(path);  // installs the guard
+    std::remove(path.c_str());
+    ::raise(SIGBUS);
+    ::_exit(0);
+  }
+  int status = 0;
+  CHECK_EQ(::waitpid(child, &status, 0), child);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
 }
 
 void csv_output() {
@@ -917,6 +970,7 @@ void run_all() {
   csv_formula_cells();
   csv_written_in_chunks_equals_rendered();
   large_file_is_read_in_pieces();
+  file_that_shrinks_while_mapped_is_reported();
   numbers_read_as_from_chars();
   whitespace_runs_as_json_allows();
   csv_number_cells_as_format_number();
