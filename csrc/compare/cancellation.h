@@ -24,7 +24,10 @@
 //    input), times the RMS of its first forward call's input for a matrix
 //    (T = numel(gradient) / rows of the parameter), or alone for a vector
 //    (T = numel(gradient) / numel(parameter)): a sum of T products of random
-//    sign;
+//    sign; for a module with no backward call recorded (its parameters
+//    taken directly by another call), the largest bench RMS of the same
+//    parameter, of the same shape, of the other modules under the same
+//    parent (its siblings' gradients);
 //  * a backward entry's input (the gradient of the forward call's output j),
 //    where autograd summed it from several consumers of that tensor: the
 //    largest RMS of those contributions (the consumers' backward outputs for
