@@ -220,14 +220,30 @@ def test_a_failure_beside_other_tests_runs_again_alone(tmp_path):
     fake = Fake("inductor", "lowerings", bad=9, calls=39)
     running: set[int] = set()
     lock = threading.Lock()
+    # The eager test's first run and the first other test started meet here
+    # before either looks whether it has company: on a loaded machine the
+    # other thread could otherwise start or end outside the eager run's
+    # window (a CI run saw the eager test alone and passing at once). A run
+    # that nothing meets within the timeout has no company.
+    meet = threading.Barrier(2, timeout=5.0)
+    first = {"eager": True, "other": True}
 
     def run_one(key: _Key, k: int, stop: StopSignal, cache: Path) -> _Outcome:
+        side = "eager" if key.backend == "eager" else "other"
         with lock:
             running.add(k)
+            wait, first[side] = first[side], False
         try:
+            met = False
+            if wait:
+                try:
+                    meet.wait()
+                    met = True  # another test was running beside this one
+                except threading.BrokenBarrierError:
+                    pass
             time.sleep(0.05)
             with lock:
-                crowded = len(running) > 1
+                crowded = met or len(running) > 1
         finally:
             with lock:
                 running.discard(k)
