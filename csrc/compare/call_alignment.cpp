@@ -28,6 +28,7 @@ bool all_digits(std::string_view s) {
 struct CallHead {
   std::string_view before, after;
   bool indexed = false;
+  bool first_call = false;  // call index 0
 
   uint64_t hash() const {
     const std::hash<std::string_view> h;
@@ -45,8 +46,8 @@ CallHead call_head(std::string_view entry) {
   const std::string_view last = entry.substr(d1 + 1), second = entry.substr(d2 + 1, d1 - d2 - 1);
   const bool last_dir = last == "forward" || last == "backward";
   const bool second_dir = second == "forward" || second == "backward";
-  if (last_dir && all_digits(second)) return {entry.substr(0, d2), entry.substr(d1), true};
-  if (second_dir && all_digits(last)) return {entry.substr(0, d1), {}, true};
+  if (last_dir && all_digits(second)) return {entry.substr(0, d2), entry.substr(d1), true, second == "0"};
+  if (second_dir && all_digits(last)) return {entry.substr(0, d1), {}, true, last == "0"};
   return {};
 }
 
@@ -117,21 +118,31 @@ std::vector<std::pair<size_t, size_t>> align(const Dump& target, const Dump& ben
 
 void align_unpaired_calls(const Dump& target, const Dump& bench, std::vector<CompareRow>& rows,
                           std::vector<bool>& bench_used, std::vector<std::string>* notes) {
-  // The heads of calls with a row left unpaired; none: nothing to do.
-  std::unordered_set<uint64_t> heads;
+  // The heads of calls with a row left unpaired that may have calls on the
+  // other side: a later call (index > 0: its side calls the API more than
+  // once), or a first call unpaired on both sides. A first call unpaired on
+  // one side only has no namesake there: the other side never calls the API
+  // (a dump that ends earlier; compare's benchmark has 37k such entries, and
+  // looking every entry up for them cost a third of matching). None: done.
+  std::unordered_set<uint64_t> heads, first_target;
+  const bool bench_unpaired = std::find(bench_used.begin(), bench_used.end(), false) != bench_used.end();
   uint32_t last = UINT32_MAX;
   for (const CompareRow& r : rows) {
     if (r.match != MatchKind::kTargetOnly) continue;
     const uint32_t e = target.rows[static_cast<size_t>(r.target)].entry;
     if (e == last) continue;
     last = e;
-    if (const CallHead h = call_head(target.entries[e]); h.indexed) heads.insert(h.hash());
+    const CallHead h = call_head(target.entries[e]);
+    if (!h.indexed) continue;
+    if (!h.first_call) heads.insert(h.hash());
+    else if (bench_unpaired) first_target.insert(h.hash());
   }
   last = UINT32_MAX;
   for (size_t i = 0; i < bench.rows.size(); ++i) {
     if (bench_used[i] || bench.rows[i].entry == last) continue;
     last = bench.rows[i].entry;
-    if (const CallHead h = call_head(bench.entries[last]); h.indexed) heads.insert(h.hash());
+    if (const CallHead h = call_head(bench.entries[last]); h.indexed && (!h.first_call || first_target.count(h.hash())))
+      heads.insert(h.hash());
   }
   if (heads.empty()) return;
   // records_of() finds a call's records by binary search: the readers list
