@@ -597,7 +597,7 @@ auto parse_intact(const TextFeed& feed, F&& parse_it) -> decltype(parse_it()) {
 Dump read_dump(const std::string& path) {
   Dump dump;
   {
-    TextFeed feed(path);
+    TextFeed feed(path, kRowKey);
     dump = parse_intact(feed, [&] { return parse(feed.text(), path, &feed); });
   }
   if (dump.checksums.needs_second_read) {

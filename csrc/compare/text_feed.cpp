@@ -80,7 +80,8 @@ size_t count_in(std::string_view text, std::string_view needle) {
 
 }  // namespace
 
-TextFeed::TextFeed(const std::string& path) : path_(path) {
+TextFeed::TextFeed(const std::string& path, std::string_view count_needle)
+    : path_(path), count_needle_(count_needle) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail("open", path, errno);
   struct stat st;
@@ -167,15 +168,20 @@ bool TextFeed::map_file(size_t size) {
   mapped_ = true;
   try {
     // Every byte checked for NUL before the parser starts, as the pieces
-    // read used to be; each piece given back after it (the parser maps its
-    // pages again from the page cache), so that no more than a piece is
+    // read used to be, and count_needle_ counted in the same pass (a piece's
+    // last needle.size() - 1 bytes looked at again with the next one, no
+    // match counted twice); each piece given back after it (the parser maps
+    // its pages again from the page cache), so that no more than a piece is
     // held at a time.
+    const size_t overlap = count_needle_.empty() ? 0 : count_needle_.size() - 1;
     for (size_t at = 0; at < size_; at += kPiece) {
       const size_t n = std::min(kPiece, size_ - at);
       if (const void* nul = std::memchr(data_ + at, '\0', n)) {
         check_intact();
         fail_nul(path_, at + static_cast<size_t>(static_cast<const char*>(nul) - (data_ + at)));
       }
+      if (!count_needle_.empty())
+        counted_ += count_in(text().substr(at, std::min(n + overlap, size_ - at)), count_needle_);
       ::madvise(data_ + at, n, MADV_DONTNEED);
     }
   } catch (...) {
@@ -229,6 +235,7 @@ void TextFeed::release(size_t offset) {
 
 size_t TextFeed::count(std::string_view needle) const {
   if (size_ == 0 || needle.empty()) return 0;
+  if (mapped_ && needle == count_needle_) return counted_;
   if (mapped_) {
     // Piece by piece, each given back after it; a piece's last needle.size()
     // - 1 bytes are looked at again with the next one, no match counted twice.

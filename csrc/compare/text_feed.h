@@ -28,8 +28,10 @@ namespace graphprobe::compare {
 class TextFeed {
  public:
   // Opens `path`; throws fs::IoError when it cannot be opened or read, and
-  // DumpFormatError when the first piece holds a NUL byte.
-  explicit TextFeed(const std::string& path);
+  // DumpFormatError when the first piece holds a NUL byte. A mapped file's
+  // occurrences of `count_needle` are counted in the same pass as its NUL
+  // check (count() then answers for it without another pass).
+  explicit TextFeed(const std::string& path, std::string_view count_needle = {});
   ~TextFeed();
   TextFeed(const TextFeed&) = delete;
   TextFeed& operator=(const TextFeed&) = delete;
@@ -64,6 +66,8 @@ class TextFeed {
   size_t piece_ = size_t{16} << 20;
   int guard_ = -1;  // mapped_file_guard.h's slot
   bool mapped_ = false;
+  std::string count_needle_;
+  size_t counted_ = 0;  // count_needle_'s occurrences, counted by map_file()
 };
 
 }  // namespace graphprobe::compare
