@@ -15,13 +15,6 @@
 namespace graphprobe::compare {
 namespace {
 
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
-
 // An entry name split around its call index: "Tensor.__add__" + ".forward"
 // ("Tensor.__add__.7.forward"), "Module.fc.Linear.forward" + ""
 // ("Module.fc.Linear.forward.0"). `indexed` is false for a name without one.

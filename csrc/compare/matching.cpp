@@ -12,14 +12,14 @@
 #include <unordered_map>
 
 namespace graphprobe::compare {
-namespace {
-
 bool all_digits(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s)
     if (c < '0' || c > '9') return false;
   return true;
 }
+
+namespace {
 
 std::vector<std::string_view> split_dots(std::string_view s) {
   std::vector<std::string_view> out;

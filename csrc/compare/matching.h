@@ -28,6 +28,9 @@
 
 namespace graphprobe::compare {
 
+// A call index: one or more ASCII digits.
+bool all_digits(std::string_view s);
+
 // The entry name without its call index; unchanged when it has none.
 std::string strip_call_index(std::string_view entry);
 
