@@ -1157,8 +1157,21 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     }
     ClassZ from_forward{0.0, 0.0, 0.0};
     if (const auto it = forward_explains.find(forward_of(name)); it != forward_explains.end()) from_forward = it->second;
-    else if (name.find(".forward") != std::string::npos)
+    else if (name.find(".forward") != std::string::npos) {
       for (int c : kClasses) forward_explains[name][c] = std::max(in_own[c], max2(par.e));
+      // A normalization blows a small row up by its 1/sigma, and its
+      // backward multiplies that row's gradient by the same 1/sigma: after
+      // an update, what explains the forward output's Sketch (the drifting
+      // parameters upstream: "Rows scaled to one size") explains the
+      // backward outputs' Sketch and extremes (elements of those rows) too;
+      // not their Mean and Norm, which a scale fault moves. A clean bfloat16
+      // BEiT step 1: the pooler's layer_norm output 11 % apart by its
+      // Sketch from inputs 0.4 % apart (explained), its input gradient
+      // 7.9 % from gradients 0.4 % apart.
+      if (normalizes_rows(name) && drift_sketch > 0)
+        for (int c : {kSketchClass, kExtremeClass})
+          forward_explains[name][c] = std::max(forward_explains[name][c], drift_sketch);
+    }
     if (const std::string_view m = module_of_backward(name); !m.empty()) {
       double& b = backward_sketch[m];
       b = std::max({b, in_own[kSketchClass], from_forward[kSketchClass]});
