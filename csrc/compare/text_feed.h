@@ -2,8 +2,8 @@
 // A dump.json read ahead of its parser and released behind it, so that a
 // compare holds a window of each file rather than the whole text. Torch-free.
 //
-// A regular file is mapped (mapped_file_guard.h: reading it into fresh
-// memory cost a third of reading a large dump) and checked for NUL bytes
+// A regular file is mapped (mapped_file_guard.h: fresh memory's pages are
+// zeroed when first touched) and checked for NUL bytes
 // piece by piece before the parser starts; pages behind the parser are given
 // back (MADV_DONTNEED), so that a compare holds a window of the file. A file
 // that shrinks while it is mapped reads as zeros past its new end, and
