@@ -75,16 +75,17 @@ struct Calls {
   std::vector<uint32_t> target, bench;
 };
 
+using Ranges = std::vector<std::pair<size_t, size_t>>;
+
 // At most this many calls are skipped to find a call's partner: an API
 // called a hundred thousand times on each side must not cost their product.
 constexpr size_t kMaxSkip = 64;
 
-// (target call, bench call) pairs, in order.
-std::vector<std::pair<size_t, size_t>> align(const Dump& target, const Dump& bench, const Calls& c) {
-  const size_t nt = c.target.size(), nb = c.bench.size();
-  std::vector<std::pair<size_t, size_t>> tr(nt), br(nb);
-  for (size_t i = 0; i < nt; ++i) tr[i] = records_of(target, c.target[i]);
-  for (size_t j = 0; j < nb; ++j) br[j] = records_of(bench, c.bench[j]);
+// (target call, bench call) pairs, in order; `tr` and `br`: each call's
+// records (records_of).
+std::vector<std::pair<size_t, size_t>> align(const Dump& target, const Dump& bench, const Ranges& tr,
+                                             const Ranges& br) {
+  const size_t nt = tr.size(), nb = br.size();
   const size_t skip = std::min(kMaxSkip, (nt > nb ? nt - nb : nb - nt) + 1);
   auto fits = [&](size_t i, size_t j) { return same_kind(target, tr[i], bench, br[j]); };
   std::vector<std::pair<size_t, size_t>> pairs;
@@ -170,26 +171,24 @@ void align_unpaired_calls(const Dump& target, const Dump& bench, std::vector<Com
     // them (a call whose mask input changed dtype stays paired, its rows
     // judged one by one).
     if (c.target.empty() || c.bench.empty() || c.target.size() == c.bench.size()) continue;
-    const std::vector<std::pair<size_t, size_t>> pairs = align(target, bench, c);
+    Ranges tr(c.target.size()), br(c.bench.size());
+    for (size_t i = 0; i < tr.size(); ++i) tr[i] = records_of(target, c.target[i]);
+    for (size_t j = 0; j < br.size(); ++j) br[j] = records_of(bench, c.bench[j]);
+    const std::vector<std::pair<size_t, size_t>> pairs = align(target, bench, tr, br);
     // Kept only where it pairs more records alike than exact matching did:
     // a call recorded in two parts on one side (inputs in one entry, outputs
     // in the next: GraniteMoE's router under inductor) has no partner of its
     // kind, and exact matching at least paired its inputs.
     size_t exact_alike = 0, aligned_alike = 0;
-    for (const uint32_t e : c.target) {
-      const auto [tb, te] = records_of(target, e);
+    for (const auto& [tb, te] : tr) {
       for (size_t k = tb; k < te; ++k)
         if (rows[k].bench >= 0 &&
             same_record_kind(target, target.rows[k], bench, bench.rows[static_cast<size_t>(rows[k].bench)]))
           ++exact_alike;
     }
-    for (const auto& [i, j] : pairs) {
-      const auto [tb, te] = records_of(target, c.target[i]);
-      aligned_alike += te - tb;
-    }
+    for (const auto& [i, j] : pairs) aligned_alike += tr[i].second - tr[i].first;
     if (aligned_alike <= exact_alike) continue;
-    for (const uint32_t e : c.target) {
-      const auto [tb, te] = records_of(target, e);
+    for (const auto& [tb, te] : tr) {
       for (size_t k = tb; k < te; ++k) {
         if (rows[k].bench >= 0) bench_used[static_cast<size_t>(rows[k].bench)] = false;
         rows[k].bench = -1;
@@ -198,8 +197,8 @@ void align_unpaired_calls(const Dump& target, const Dump& bench, std::vector<Com
       }
     }
     for (const auto& [i, j] : pairs) {
-      const auto [tb, te] = records_of(target, c.target[i]);
-      const size_t bb = records_of(bench, c.bench[j]).first;
+      const auto [tb, te] = tr[i];
+      const size_t bb = br[j].first;
       for (size_t k = tb; k < te; ++k) {
         const size_t b = bb + (k - tb);
         rows[k].bench = static_cast<int64_t>(b);

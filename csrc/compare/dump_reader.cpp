@@ -601,7 +601,7 @@ Dump read_dump(const std::string& path) {
     dump = parse_intact(feed, [&] { return parse(feed.text(), path, &feed); });
   }
   if (dump.checksums.needs_second_read) {
-    TextFeed feed(path);
+    TextFeed feed(path, kRowKey);
     dump.checksums = parse_intact(feed, [&] { return parse(feed.text(), path, &feed, true); }).checksums;
   }
   return dump;

@@ -216,6 +216,15 @@ double cause_z(const ClassZ& z) { return std::max(z[kAggregateClass], z[kExtreme
 // Marks an API entry among the walked ranges (module paths are never "*").
 constexpr std::string_view kApiCall = "*";
 
+// An API entry's function: "Tensor.clamp_.0.backward" -> "clamp_"; empty
+// for a name without one.
+std::string_view api_of(std::string_view name) {
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos) return {};
+  const std::string_view api = name.substr(dot + 1);
+  return api.substr(0, api.find('.'));
+}
+
 // Whether an entry computes a function whose derivative jumps (ReLU and
 // its kin, clamp, max pooling): in its backward, an input element within
 // rounding of the jump (x near 0 for a ReLU, a near tie in a pooling
@@ -233,10 +242,7 @@ bool piecewise(std::string_view name) {
     return false;
   }
   // API entries: "Functional.relu.3.backward", "Tensor.clamp_.0.backward".
-  const size_t dot = name.find('.');
-  if (dot == std::string_view::npos) return false;
-  std::string_view api = name.substr(dot + 1);
-  api = api.substr(0, api.find('.'));
+  std::string_view api = api_of(name);
   if (!api.empty() && api.back() == '_') api.remove_suffix(1);  // in place
   // maximum/minimum and their kin route each element's gradient to the
   // larger (smaller) input: a near tie flips it (RWKV's running maximum of
@@ -255,10 +261,7 @@ bool piecewise(std::string_view name) {
 // is at most the sum of its terms' errors, whatever their cancellation.
 bool elementwise_sum(std::string_view name) {
   if (name.substr(0, 7) == "Module.") return false;
-  const size_t dot = name.find('.');
-  if (dot == std::string_view::npos) return false;
-  std::string_view api = name.substr(dot + 1);
-  api = api.substr(0, api.find('.'));
+  const std::string_view api = api_of(name);
   for (std::string_view f : {"__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "add", "add_",
                              "sub", "sub_", "subtract", "subtract_"})
     if (api == f) return true;
@@ -282,10 +285,7 @@ bool normalizes_rows(std::string_view name) {
     }
     return false;
   }
-  const size_t dot = name.find('.');
-  if (dot == std::string_view::npos) return false;
-  std::string_view api = name.substr(dot + 1);
-  api = api.substr(0, api.find('.'));
+  const std::string_view api = api_of(name);
   for (std::string_view f : {"layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"})
     if (api == f) return true;
   return false;
@@ -1247,11 +1247,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // bfloat16 step 1 had that difference's Norm, resting on the one
     // element, 24 % apart from terms a few 1e-3 apart, and was named.
     auto difference_of_terms = [&](size_t i) -> double {
-      const TensorRecord& ob = bench.rows[static_cast<size_t>(rows[i].bench)];
-      const auto out_norm = numeric(ob, kStatNorm);
-      const double out_n = numel(ob);
-      if (!out_norm || !(std::fabs(*out_norm) > 0) || out_n <= 0) return 0.0;
-      const double out_rms = std::fabs(*out_norm) / std::sqrt(out_n);
+      const double out_rms = bench_rms(bench.rows[static_cast<size_t>(rows[i].bench)]);
+      if (!(out_rms > 0)) return 0.0;
       double error = 0, terms = 0;
       for (size_t j = begin; j < end; ++j) {
         if (!rows[j].z || discrete[j] || target.rows[static_cast<size_t>(rows[j].target)].role != Role::kInput) continue;
