@@ -43,7 +43,12 @@ from graphprobe.dump_folder import (
     remove_stale_staging,
     step_folders,
 )
-from graphprobe.dynamo_cache import drop_unguarded_compiled_forwards, guard_module_hooks
+from graphprobe.dynamo_cache import (
+    RecompileBudget,
+    drop_unguarded_compiled_forwards,
+    guard_module_hooks,
+    hooked_instances_per_class,
+)
 from graphprobe.module_names import check_module_names
 from graphprobe.replay.capture import ReplayWiring
 from graphprobe.replay.capture import set_recording as set_replay_recording
@@ -270,6 +275,8 @@ class AclGraphDumper:
         if self.config.records_modules:
             modules = ModuleWiring(model, self.config.keywords, grads=self.config.records_grads)
             wired.wiring.append(modules)
+            # Instances compiled as frames of their own need a variant each (dynamo_cache.py).
+            wired.wiring.append(RecompileBudget(hooked_instances_per_class(model, modules.hooked)))
             if not modules.entries and not self.config.records_apis and not custom_targets:
                 warnings.warn(f"graphprobe: start(): {_no_module_cause(model, self.config)}", RuntimeWarning,
                               stacklevel=2)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["drop_unguarded_compiled_forwards", "guard_module_hooks"]
+__all__ = ["RecompileBudget", "drop_unguarded_compiled_forwards", "guard_module_hooks", "hooked_instances_per_class"]
 
 
 def guard_module_hooks() -> bool:
@@ -73,3 +73,62 @@ def drop_unguarded_compiled_forwards(model: torch.nn.Module) -> tuple[list[str],
             if reset_code is not None:
                 reset_code(code)
     return found, reset_code is not None
+
+
+def hooked_instances_per_class(model: torch.nn.Module, wired: list[torch.nn.Module]) -> int:
+    """The largest number of instances of one module class in ``model`` whose
+    ``forward`` calls a wired module (``wired``: the modules that carry hooks).
+
+    Such a ``forward``, compiled as a frame of its own (called from code that
+    runs eagerly between graphs, e.g. an MoE's loop over experts), inlines its
+    children's hooks, and those differ per instance: dynamo compiles a variant
+    per instance where an unwired model needs one (:class:`RecompileBudget`).
+    """
+    wired_ids = {id(m) for m in wired}
+    counts: dict[type, int] = {}
+    for module in model.modules():
+        if any(id(child) in wired_ids for child in module.modules() if child is not module):
+            counts[type(module)] = counts.get(type(module), 0) + 1
+    return max(counts.values(), default=0)
+
+
+class RecompileBudget:
+    """Raises dynamo's recompile limits so that wired instances compile as the
+    unwired model does; :meth:`remove` puts the user's limits back.
+
+    Dynamo stops compiling a code object after
+    ``torch._dynamo.config.recompile_limit`` (8) variants and runs later calls
+    uncompiled. Wired, each instance of a class whose ``forward`` is compiled
+    as its own frame needs a variant of its own (its children's hooks record
+    under its own names): an MoE with more than 8 experts called from eager
+    code ran the 9th expert on in eager mode, so a fault of the compiled
+    code vanished there. Each instance gets the user's limit for itself: the
+    limits are multiplied by the number of instances, process-wide, while the
+    model is wired. Nothing changes where no class has more than one
+    instance above a wired module.
+    """
+
+    def __init__(self, instances: int) -> None:
+        self._set: dict[str, tuple[int, int]] = {}  # option -> (user's value, ours)
+        config = torch._dynamo.config
+        if instances < 2:
+            return
+        for option in ("recompile_limit", "accumulated_recompile_limit"):
+            user = getattr(config, option, None)  # absent in an older torch: nothing to raise
+            if isinstance(user, int) and user > 0:
+                ours = user * instances
+                setattr(config, option, ours)
+                self._set[option] = (user, ours)
+
+    @property
+    def raised(self) -> dict[str, tuple[int, int]]:
+        """The options raised: ``{name: (the user's value, ours)}``."""
+        return dict(self._set)
+
+    def remove(self) -> None:
+        """Puts back each limit this budget raised, unless someone changed it since."""
+        config = torch._dynamo.config
+        for option, (user, ours) in self._set.items():
+            if getattr(config, option, None) == ours:
+                setattr(config, option, user)
+        self._set.clear()

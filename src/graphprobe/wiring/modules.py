@@ -37,6 +37,7 @@ class ModuleWiring:
     def __init__(self, model: torch.nn.Module, keywords: tuple[str, ...], grads: bool = False) -> None:
         self._handles: list[RemovableHandle] = []
         self.entries: list[str] = []
+        self.hooked: list[torch.nn.Module] = []  # the modules that carry hooks, in entries' order
         # grads: backward records and parameter gradients (wiring/backward.py)
         self.param_grads: backward.ParamGradRecorder | None = None
         selected: list[tuple[str, torch.nn.Module]] = []
@@ -49,6 +50,7 @@ class ModuleWiring:
             entry = safe_text(f"Module.{path}.{cls}.forward.{{n}}")
             self.entries.append(entry)
             selected.append((safe_text(f"Module.{path}.{cls}"), module))
+            self.hooked.append(module)
             grad_entry = backward.backward_entry(entry) if grads else None
             # Each module's hooks get their own code object (dynamo_frames.py).
             pre_hook = with_own_code(_pre_hook(entry, _keyword_order(module), grad_entry))
