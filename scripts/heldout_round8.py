@@ -19,7 +19,12 @@ Nystromformer (landmark attention, an iterative pseudo-inverse), DBRX
 
 ``faults``: round three's graph-only faults (scale, precision, lowering,
 decomposition; softmax where the model has a module-level attention
-function) and the backward-only gradient scale, at SITES.
+function) and the backward-only gradient scale, at SITES. Qwen3-MoE and
+DBRX are not among them: the harness compiles its faults with
+``fullgraph=True`` and their routing breaks the graph (``Tensor.item()``).
+RecurrentGemma cannot take a second training step even without graphprobe
+(its recurrent state keeps the first step's graph: "Trying to backward
+through the graph a second time").
 
 NAMES: BUILDERS' keys, comma-separated. Results:
 benchmarks/results/real_model_matrix.md, "Held-out, round eight".
@@ -99,7 +104,7 @@ BUILDERS = {f.__name__: f for f in (gemma3, qwen3_moe, mamba2, recurrent_gemma, 
 # decomposition fault, the Linear whose output gradient the grad fault scales).
 SITES = {
     "gemma3": ("layers.1.mlp", "layers.1.self_attn", "gelu", "rsqrt", "layers.1.mlp.down_proj"),
-    "qwen3_moe": ("layers.1.mlp", "layers.1.self_attn", "silu", "rsqrt", "layers.1.mlp.experts.0.down_proj"),
+    "mamba2": ("layers.1.mixer", None, "silu", "rsqrt", "layers.1.mixer.out_proj"),
     "pegasus": ("encoder.layers.0.fc2", None, "gelu", "layer_norm", "encoder.layers.0.fc2"),
     "pvt_v2": ("encoder.layers.1.blocks.0.mlp", None, "gelu", "layer_norm",
                "encoder.layers.1.blocks.0.mlp.dense2"),

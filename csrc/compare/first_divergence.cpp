@@ -256,6 +256,29 @@ bool piecewise(std::string_view name) {
   return false;
 }
 
+// Whether an entry draws random numbers: dropout and its kin in training
+// mode (in eval mode they pass their input on and never diverge), stochastic
+// depth, RReLU, sampling. Eager code and inductor's code draw from different
+// streams unless torch._inductor.config.fallback_random is set: a clean
+// eager-vs-inductor training step with dropout on differs from its first
+// dropout on (a Linear, nn.Dropout(0.1), a Linear: the dropout's output 51 %
+// apart by its Sketch, its inputs equal), which is no fault of the compute.
+bool draws_random(std::string_view name) {
+  const ModuleEntryName m = split_module_entry(name);
+  if (!m.class_name.empty())
+    return m.class_name.find("Dropout") != std::string_view::npos ||
+           m.class_name.find("DropPath") != std::string_view::npos || m.class_name == "RReLU";
+  std::string_view api = api_of(name);
+  if (!api.empty() && api.back() == '_') api.remove_suffix(1);  // in place: Tensor.bernoulli_
+  for (std::string_view f : {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+                             "feature_dropout", "native_dropout", "rrelu", "gumbel_softmax", "bernoulli", "rand",
+                             "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "multinomial",
+                             "normal", "poisson", "uniform", "random", "exponential", "geometric", "cauchy",
+                             "log_normal"})
+    if (api == f) return true;
+  return false;
+}
+
 // An elementwise sum or difference (Tensor.__add__, Tensor.__sub__, their
 // reflected and in-place forms, torch.add/sub): each output element's error
 // is at most the sum of its terms' errors, whatever their cancellation.
@@ -1734,6 +1757,16 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
                " changed with their inputs' rounding";
       }
       add(m);
+    }
+    // Said whatever else holds: past a random draw the two runs compute on
+    // different numbers, so nothing after it can be judged either.
+    if ((kinds & kOutputCause) && !(kinds & kParameterCause) && draws_random(cols[entry])) {
+      d.kinds = static_cast<uint8_t>(kinds | kRandom);
+      add(std::string(split_module_entry(cols[entry]).class_name.empty() ? "this API" : "this module") +
+          " draws random numbers, and the two runs drew different ones (another seed, or eager code against "
+          "compiled code: inductor generates its own unless torch._inductor.config.fallback_random = True): they "
+          "differ from here on whatever the compute does; to compare past it, record both runs with the same seed "
+          "and fallback_random set, or in eval mode");
     }
     if (kinds & kBitwisePair)
       add("every record before it agrees bit for bit, and the same code turned equal inputs into equal results at " +

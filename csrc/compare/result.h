@@ -231,6 +231,7 @@ enum DivergenceKind : uint8_t {
   kIntegerOutput = 8,     // with kOutputCause: an integer/bool output changed while the inputs agree within their floor
   kBitwisePair = 16,      // with another kind: below the floor, in a pair that agrees bit for bit so far (bitwise_pair.h)
   kSameValues = 32,       // with kOutputCause: an output the bench holds as an earlier output, bit for bit, changed on the target (same_values.h)
+  kRandom = 64,           // with kOutputCause: the entry draws random numbers (dropout in training mode, sampling)
 };
 
 // The Sketch's index next to the four statistics (RowError::worst_stat).

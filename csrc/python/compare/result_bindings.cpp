@@ -34,6 +34,7 @@ py::list kind_names(uint8_t kinds) {
   if (kinds & kIntegerOutput) out.append("integer-output");
   if (kinds & kBitwisePair) out.append("bitwise-pair");
   if (kinds & kSameValues) out.append("same-values");
+  if (kinds & kRandom) out.append("random");
   return out;
 }
 

@@ -1,0 +1,107 @@
+"""An entry that draws random numbers (dropout in training mode) is named
+with kind ``random`` and says why (docs/formats.md, "First divergence").
+
+Eager code and inductor's code draw different random numbers unless
+``torch._inductor.config.fallback_random`` is set, so a clean training step
+with dropout on differs from its first dropout on: named as a plain
+``output`` cause, it read as a fault of the dropout. Two eager runs with
+different seeds draw differently in the same way; they stand in for the
+compiled run here (no compile in these tests). Every number below comes from
+the runs themselves, judged against float64 recomputation only where a fault
+is staged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import graphprobe
+from graphprobe import AclGraphDumper
+from graphprobe.compare import compare
+
+
+class _Net(nn.Module):
+    def __init__(self, drop: nn.Module) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.drop = drop
+        self.b = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.drop(torch.relu(self.a(x))))
+
+
+class DropPath(nn.Module):
+    """Stochastic depth as vision models write it (timm, transformers):
+    a per-sample Bernoulli mask from torch.rand, not an nn.Dropout."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return x
+        keep = (torch.rand(x.shape[0], 1, dtype=x.dtype) >= 0.2).to(x.dtype)
+        return x * keep / 0.8
+
+
+class _Scaled(nn.Module):
+    """A graph-only fault stand-in: its output times ``k``, no randomness."""
+
+    def __init__(self, k: float) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.k
+
+
+def _record(out: Path, level: str, drop: nn.Module, seed: int) -> str:
+    torch.manual_seed(0)
+    model = _Net(drop).train()
+    dumper = AclGraphDumper({"dump_path": str(out), "level": level})
+    dumper.start(model)
+    try:
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+        torch.manual_seed(seed)  # the dropout's draws
+        model(x).pow(2).mean().backward()
+        dumper.step()
+    finally:
+        dumper.stop()
+    graphprobe.flush()
+    (path,) = out.glob("step0/*/dump.json")
+    return str(path)
+
+
+def _first(tmp_path: Path, level: str, target: nn.Module, bench: nn.Module, seeds: tuple[int, int]):
+    t = _record(tmp_path / "t", level, target, seeds[0])
+    b = _record(tmp_path / "b", level, bench, seeds[1])
+    return compare(t, b, str(tmp_path / "out"), html=False, progress=False, jobs=1).outcomes[0]
+
+
+@pytest.mark.parametrize("level, entry", [("L0", "Module.drop.Dropout.forward.0"),
+                                          ("L1", "Functional.dropout.0.forward")])
+def test_dropout_drawing_other_numbers_is_named_as_random(tmp_path: Path, level: str, entry: str) -> None:
+    o = _first(tmp_path, level, nn.Dropout(0.1), nn.Dropout(0.1), (123, 456))
+    assert o.first_divergence == entry, o.divergence
+    assert "random" in o.divergence.kinds and "output" in o.divergence.kinds
+    assert "draws random numbers" in o.divergence.message
+    assert "fallback_random" in o.divergence.message
+
+
+def test_stochastic_depth_is_random_by_its_class_name(tmp_path: Path) -> None:
+    o = _first(tmp_path, "L0", DropPath(), DropPath(), (123, 456))
+    assert o.first_divergence == "Module.drop.DropPath.forward.0", o.divergence
+    assert "random" in o.divergence.kinds
+
+
+def test_the_same_draws_stay_silent(tmp_path: Path) -> None:
+    o = _first(tmp_path, "mix", nn.Dropout(0.1), nn.Dropout(0.1), (123, 123))
+    assert o.divergence is None, o.divergence.message
+
+
+def test_a_fault_that_draws_nothing_is_not_called_random(tmp_path: Path) -> None:
+    o = _first(tmp_path, "L0", _Scaled(1.01), _Scaled(1.0), (123, 123))
+    assert o.first_divergence == "Module.drop._Scaled.forward.0", o.divergence
+    assert "random" not in o.divergence.kinds
+    assert "random" not in o.divergence.message
