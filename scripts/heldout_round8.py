@@ -16,12 +16,21 @@ Nystromformer (landmark attention, an iterative pseudo-inverse), DBRX
 
     .venv/bin/python scripts/heldout_round8.py clean NAMES OUT [DTYPE:LEVEL,... [LOSS]]
     .venv/bin/python scripts/heldout_round8.py faults NAMES OUT [BACKEND [LOSS [DTYPE:LEVEL,...]]]
+    .venv/bin/python scripts/heldout_round8.py trainmode NAMES OUT [DTYPE:LEVEL,... [LOSS]]
+
+``trainmode``: clean training in train mode (dropout, stochastic depth,
+BatchNorm's batch statistics), both runs seeded alike and inductor drawing
+its random numbers as eager mode does (``fallback_random``); NAMES from this
+round and from the matrix (tests/real_model_faults.py).
 
 ``faults``: round three's graph-only faults (scale, precision, lowering,
 decomposition; softmax where the model has a module-level attention
 function) and the backward-only gradient scale, at SITES. Qwen3-MoE and
 DBRX are not among them: the harness compiles its faults with
-``fullgraph=True`` and their routing breaks the graph (``Tensor.item()``).
+``fullgraph=True``, which their data-dependent routing refuses ("Could not
+guard on data-dependent expression"). Nystromformer runs in float32 only:
+in bfloat16 it fails without graphprobe ("expected scalar type BFloat16 but
+found Float").
 RecurrentGemma cannot take a second training step even without graphprobe
 (its recurrent state keeps the first step's graph: "Trying to backward
 through the graph a second time").
@@ -134,6 +143,13 @@ def inputs_of(name: str):
 
 def main(argv: list[str]) -> int:
     """Runs the part of ``argv`` (the usage above)."""
+    if argv[:1] == ["trainmode"]:
+        # Round eight's models and the matrix's (real_model_faults.ARCHS), in train mode.
+        import real_model_training as T
+        T.TRAIN_MODE = True
+        R3.register(BUILDERS, SITES, inputs_of)
+        every = {**{n: a.build for n, a in T.F.ARCHS.items()}, **BUILDERS}
+        return R3.main(["clean", *argv[1:]], every, SITES, lambda n: T.F.ARCHS[n].inputs, __doc__)
     if argv[:1] in (["clean"], ["faults"]):
         return R3.main(argv, BUILDERS, SITES, inputs_of, __doc__)
     print(__doc__)

@@ -68,6 +68,12 @@ LOSS = "square-mean"
 # the forward and the loss under torch.autocast with this dtype (None: off).
 # The model's own dtype ("fp32") is then that of its master weights.
 AUTOCAST: torch.dtype | None = None
+# Training steps in train mode (dropout, stochastic depth and BatchNorm's
+# batch statistics on), each run's step k seeded with 1000 + k and
+# inductor's random numbers drawn as eager mode draws them
+# (torch._inductor.config.fallback_random): what a user comparing clean
+# training with dropout on must set up for the two runs to draw alike.
+TRAIN_MODE = False
 
 
 def _mode(backend: str) -> str:
@@ -127,11 +133,17 @@ def record(model: nn.Module, inputs: rm.Inputs, level: str, backend: Any, out_di
     dumper.start(model)
     outputs = []
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3) if train else None
+    random_alike = train and TRAIN_MODE
+    if random_alike:
+        model.train()
     try:
         runner = model if backend == "eager" else torch.compile(model, backend=backend, fullgraph=fullgraph)
-        with context if context is not None else rm.inductor_pass(None):
-            for phase in phases:
+        with context if context is not None else rm.inductor_pass(None), \
+                _random_as_eager() if random_alike else contextlib.nullcontext():
+            for k, phase in enumerate(phases):
                 phase()
+                if random_alike:
+                    torch.manual_seed(1000 + k)
                 if train:
                     with torch.autocast("cpu", dtype=AUTOCAST) if AUTOCAST is not None else contextlib.nullcontext():
                         loss = loss_of(runner(*args, **kwargs))
@@ -148,6 +160,12 @@ def record(model: nn.Module, inputs: rm.Inputs, level: str, backend: Any, out_di
         graphprobe.flush()
         torch._dynamo.reset()
     return Run([_dump(out_dir, s) for s in range(len(phases))], outputs)
+
+
+def _random_as_eager() -> Any:
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(fallback_random=True)
 
 
 def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -256,7 +256,8 @@ bool piecewise(std::string_view name) {
   return false;
 }
 
-// Whether an entry draws random numbers: dropout and its kin in training
+// Whether an entry draws random numbers (for a backward entry: whether its
+// forward did): dropout and its kin in training
 // mode (in eval mode they pass their input on and never diverge), stochastic
 // depth, RReLU, sampling. Eager code and inductor's code draw from different
 // streams unless torch._inductor.config.fallback_random is set: a clean
@@ -1381,6 +1382,19 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
               !exceeds(ec[i][kSketchClass], ratio, in_sketch_beyond(), fl(i, kSketchClass)) &&
               !exceeds(ec[i][c], ratio, ec[i][kSketchClass], fl(i, c)))
             continue;
+          // Dropout's backward multiplies by its scale 1/(1-p), which one
+          // side may round to the gradient's dtype first: every element moves
+          // the same way by up to half an ulp. A clean bfloat16 Pegasus in
+          // train mode (inductor drawing eager's numbers): each dropout's
+          // input gradient 0.12-0.2 % larger under inductor than eager's,
+          // from equal gradients -- 1/0.9 = 1.1111 against bfloat16's
+          // 1.109375. Its Mean and Norm are explained by that half ulp, its
+          // Sketch by an ulp (the scale's half, and each side rounding its
+          // own products: p 0.15, 1.17647 against 1.1796875, moved the
+          // Sketch 0.71 %); a scale fault beyond them is still named.
+          if ((c == kAggregateClass || c == kSketchClass) && backward && draws_random(name) &&
+              !exceeds(ec[i][c], 1.0, (c == kSketchClass ? 1.0 : 0.5) * table[floor_index[i]].element, fl(i, c)))
+            continue;
           double judged_e = ec[i][c];
           if (c == kAggregateClass && !aggregate_without_mean.empty() && aggregate_without_mean[i] >= 0) {
             // The Mean is a signed sum of the elements, every sign +1: a
@@ -1760,7 +1774,8 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     }
     // Said whatever else holds: past a random draw the two runs compute on
     // different numbers, so nothing after it can be judged either.
-    if ((kinds & kOutputCause) && !(kinds & kParameterCause) && draws_random(cols[entry])) {
+    // A backward reuses the forward's draws (dropout's mask): not said there.
+    if ((kinds & kOutputCause) && !(kinds & kParameterCause) && !backward && draws_random(cols[entry])) {
       d.kinds = static_cast<uint8_t>(kinds | kRandom);
       add(std::string(split_module_entry(cols[entry]).class_name.empty() ? "this API" : "this module") +
           " draws random numbers, and the two runs drew different ones (another seed, or eager code against "
