@@ -86,7 +86,7 @@ def test_dropout_drawing_other_numbers_is_named_as_random(tmp_path: Path, level:
     assert o.first_divergence == entry, o.divergence
     assert "random" in o.divergence.kinds and "output" in o.divergence.kinds
     assert "draws random numbers" in o.divergence.message
-    assert "fallback_random" in o.divergence.message
+    assert "fallback_random" in o.divergence.message and "unless both runs drew the same" in o.divergence.message
 
 
 def test_stochastic_depth_is_random_by_its_class_name(tmp_path: Path) -> None:
@@ -105,6 +105,25 @@ def test_a_fault_that_draws_nothing_is_not_called_random(tmp_path: Path) -> None
     assert o.first_divergence == "Module.drop._Scaled.forward.0", o.divergence
     assert "random" not in o.divergence.kinds
     assert "random" not in o.divergence.message
+
+
+class ScaledDropout(nn.Dropout):
+    """A dropout whose (compiled) scale is off by ``k``: the same draws."""
+
+    def __init__(self, p: float, k: float) -> None:
+        super().__init__(p)
+        self.k = k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * self.k
+
+
+def test_a_fault_of_a_dropout_with_the_same_draws_is_named_without_blaming_the_draws(tmp_path: Path) -> None:
+    o = _first(tmp_path, "L0", ScaledDropout(0.1, 1.01), ScaledDropout(0.1, 1.0), (123, 123))
+    assert o.first_divergence == "Module.drop.ScaledDropout.forward.0", o.divergence
+    # The dump cannot tell the draws from the fault: said as a condition, not as the cause.
+    assert "unless both runs drew the same" in o.divergence.message
+    assert "drew different ones" not in o.divergence.message
 
 
 # -- dropout's backward: its scale rounded to the gradient's dtype on one side --

@@ -1772,16 +1772,17 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
       }
       add(m);
     }
-    // Said whatever else holds: past a random draw the two runs compute on
-    // different numbers, so nothing after it can be judged either.
+    // Said whatever else holds, and as a condition: the dump cannot tell
+    // other draws from a fault of the entry (a dropout whose compiled scale
+    // is wrong); past other draws nothing after it can be judged either.
     // A backward reuses the forward's draws (dropout's mask): not said there.
     if ((kinds & kOutputCause) && !(kinds & kParameterCause) && !backward && draws_random(cols[entry])) {
       d.kinds = static_cast<uint8_t>(kinds | kRandom);
       add(std::string(split_module_entry(cols[entry]).class_name.empty() ? "this API" : "this module") +
-          " draws random numbers, and the two runs drew different ones (another seed, or eager code against "
-          "compiled code: inductor generates its own unless torch._inductor.config.fallback_random = True): they "
-          "differ from here on whatever the compute does; to compare past it, record both runs with the same seed "
-          "and fallback_random set, or in eval mode");
+          " draws random numbers: unless both runs drew the same ones (the same seed, and for inductor "
+          "torch._inductor.config.fallback_random = True: it generates its own), they differ from here on whatever "
+          "the compute does, and a fault here cannot be told from the draw; record both runs so, or in eval mode, "
+          "to tell");
     }
     if (kinds & kBitwisePair)
       add("every record before it agrees bit for bit, and the same code turned equal inputs into equal results at " +
