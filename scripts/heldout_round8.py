@@ -20,8 +20,8 @@ Nystromformer (landmark attention, an iterative pseudo-inverse), DBRX
 
 ``trainmode``: clean training in train mode (dropout, stochastic depth,
 BatchNorm's batch statistics), both runs seeded alike and inductor drawing
-its random numbers as eager mode does (``fallback_random``); NAMES from this
-round and from the matrix (tests/real_model_faults.py).
+its random numbers as eager mode does (``fallback_random``); NAMES from any
+held-out round (3 to 8) and from the matrix (tests/real_model_faults.py).
 
 ``faults``: round three's graph-only faults (scale, precision, lowering,
 decomposition; softmax where the model has a module-level attention
@@ -144,11 +144,16 @@ def inputs_of(name: str):
 def main(argv: list[str]) -> int:
     """Runs the part of ``argv`` (the usage above)."""
     if argv[:1] == ["trainmode"]:
-        # Round eight's models and the matrix's (real_model_faults.ARCHS), in train mode.
+        # Every held-out round's models and the matrix's (real_model_faults.ARCHS), in train mode.
+        import importlib
+
         import real_model_training as T
         T.TRAIN_MODE = True
+        for r in range(3, 8):
+            m = importlib.import_module(f"heldout_round{r}")
+            R3.register(m.BUILDERS, getattr(m, "SITES", getattr(m, "FAULT_SITES", {})), m.inputs_of)
         R3.register(BUILDERS, SITES, inputs_of)
-        every = {**{n: a.build for n, a in T.F.ARCHS.items()}, **BUILDERS}
+        every = {n: a.build for n, a in T.F.ARCHS.items()}
         return R3.main(["clean", *argv[1:]], every, SITES, lambda n: T.F.ARCHS[n].inputs, __doc__)
     if argv[:1] in (["clean"], ["faults"]):
         return R3.main(argv, BUILDERS, SITES, inputs_of, __doc__)
