@@ -172,3 +172,59 @@ def test_dropout_backward_scaled_beyond_half_an_ulp_is_named(tmp_path: Path) -> 
     o = run(tmp_path, _dropout_pair(0.15, rounded * 1.01), _dropout_pair(0.15, rounded))
     assert o.first_divergence == "Functional.dropout.0.backward", o.divergence
     assert "random" not in o.divergence.kinds  # the backward reuses the forward's mask
+
+
+# -- end to end: a training step in train mode, eager against inductor --------
+
+class _TrainNet(nn.Module):
+    """Dropout (p 0.15: its scale 1.17647 is 1.1796875 in bfloat16) and
+    BatchNorm over a batch's own statistics, as a training step runs them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 64)
+        self.norm = nn.BatchNorm1d(64)
+        self.drop = nn.Dropout(0.15)
+        self.b = nn.Linear(64, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.drop(torch.relu(self.norm(self.a(x)))))
+
+
+def _train(out: Path, compiled: bool, fallback_random: bool) -> str:
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _TrainNet().to(torch.bfloat16).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(32, 16, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    dumper = AclGraphDumper({"dump_path": str(out), "level": "mix"})
+    dumper.start(model)
+    try:
+        run = torch.compile(model, backend="inductor") if compiled else model
+        with inductor_config.patch(fallback_random=fallback_random):
+            for step in range(2):
+                torch.manual_seed(100 + step)
+                run(x).float().pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+                dumper.step()
+    finally:
+        dumper.stop()
+        torch._dynamo.reset()
+    graphprobe.flush()
+    return str(out)
+
+
+def test_clean_training_in_train_mode_against_inductor(tmp_path: Path) -> None:
+    bench = _train(tmp_path / "eager", False, True)
+    alike = _train(tmp_path / "inductor", True, True)
+    other = _train(tmp_path / "inductor-own-draws", True, False)
+    result = compare(alike, bench, str(tmp_path / "out"), html=False, progress=False, jobs=1)
+    assert len(result.outcomes) == 2
+    for o in result.outcomes:  # both steps: the same draws, nothing named
+        assert o.divergence is None, o.divergence.message
+    o = compare(other, bench, str(tmp_path / "out2"), html=False, progress=False, jobs=1).outcomes[0]
+    assert o.divergence is not None and "random" in o.divergence.kinds, o.divergence
+    assert o.first_divergence == "Functional.dropout.0.forward"
