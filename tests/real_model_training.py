@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -69,7 +70,8 @@ LOSS = "square-mean"
 # The model's own dtype ("fp32") is then that of its master weights.
 AUTOCAST: torch.dtype | None = None
 # Training steps in train mode (dropout, stochastic depth and BatchNorm's
-# batch statistics on), each run's step k seeded with 1000 + k and
+# batch statistics on), each run's step k seeded with 1000 + k (torch and
+# numpy) and
 # inductor's random numbers drawn as eager mode draws them
 # (torch._inductor.config.fallback_random): what a user comparing clean
 # training with dropout on must set up for the two runs to draw alike.
@@ -143,7 +145,9 @@ def record(model: nn.Module, inputs: rm.Inputs, level: str, backend: Any, out_di
             for k, phase in enumerate(phases):
                 phase()
                 if random_alike:
+                    # numpy too: transformers' SpecAugment (wav2vec2, HuBERT) draws its masks with it.
                     torch.manual_seed(1000 + k)
+                    np.random.seed(1000 + k)
                 if train:
                     with torch.autocast("cpu", dtype=AUTOCAST) if AUTOCAST is not None else contextlib.nullcontext():
                         loss = loss_of(runner(*args, **kwargs))
