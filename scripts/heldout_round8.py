@@ -17,6 +17,11 @@ Nystromformer (landmark attention, an iterative pseudo-inverse), DBRX
     .venv/bin/python scripts/heldout_round8.py clean NAMES OUT [DTYPE:LEVEL,... [LOSS]]
     .venv/bin/python scripts/heldout_round8.py faults NAMES OUT [BACKEND [LOSS [DTYPE:LEVEL,...]]]
     .venv/bin/python scripts/heldout_round8.py trainmode NAMES OUT [DTYPE:LEVEL,... [LOSS]]
+    .venv/bin/python scripts/heldout_round8.py invisible NAMES OUT [DTYPE:LEVEL,...]
+
+``invisible``: round six's two faults that leave the four statistics as they
+were (features 0 and 1 of the target's output swapped; feature 0 negated)
+at SITES, against inductor.
 
 ``trainmode``: clean training in train mode (dropout, stochastic depth,
 BatchNorm's batch statistics), both runs seeded alike and inductor drawing
@@ -155,6 +160,14 @@ def main(argv: list[str]) -> int:
         R3.register(BUILDERS, SITES, inputs_of)
         every = {n: a.build for n, a in T.F.ARCHS.items()}
         return R3.main(["clean", *argv[1:]], every, SITES, lambda n: T.F.ARCHS[n].inputs, __doc__)
+    if argv[:1] == ["invisible"] and len(argv) >= 3:
+        import real_model_training as T
+        R3.register(BUILDERS, SITES, inputs_of)
+        T.SWITCH_BACKEND = "inductor"
+        configs = [tuple(c.split(":")) for c in (argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix").split(",")]
+        R3.run_all(argv[1].split(","), configs, argv[2],
+                   lambda name, dt, level, root: T.forward_faults(name, dt, level, root, ("swap", "sign")))
+        return 0
     if argv[:1] in (["clean"], ["faults"]):
         return R3.main(argv, BUILDERS, SITES, inputs_of, __doc__)
     print(__doc__)

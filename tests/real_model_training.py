@@ -167,9 +167,15 @@ def record(model: nn.Module, inputs: rm.Inputs, level: str, backend: Any, out_di
 
 
 def _random_as_eager() -> Any:
+    import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
 
-    return inductor_config.patch(fallback_random=True)
+    # Compiled numpy draws (SpecAugment's masks) come from torch's generator
+    # unless dynamo is told to use numpy's.
+    stack = contextlib.ExitStack()
+    stack.enter_context(inductor_config.patch(fallback_random=True))
+    stack.enter_context(dynamo_config.patch(use_numpy_random_stream=True))
+    return stack
 
 
 def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
