@@ -109,6 +109,7 @@ class _Wired:
         self.staging: str | None = None
         self.write_seq = -1
         self.dump_path = ""  # set by start(); named by the exit warning about unwritten records
+        self.budget: RecompileBudget | None = None  # dynamo's recompile limits raised for the wired model
 
     def unwire(self) -> None:
         """Removes the wiring and makes the engine forget this dumper's
@@ -118,6 +119,9 @@ class _Wired:
         for w in self.wiring:
             w.remove()
         self.wiring.clear()
+        if self.budget is not None:
+            self.budget.remove()
+            self.budget = None
         if AclGraphDumper._live is self:
             if self.staging is not None:
                 self._discard_staged()
@@ -276,7 +280,7 @@ class AclGraphDumper:
             modules = ModuleWiring(model, self.config.keywords, grads=self.config.records_grads)
             wired.wiring.append(modules)
             # Instances compiled as frames of their own need a variant each (dynamo_cache.py).
-            wired.wiring.append(RecompileBudget(hooked_instances_per_class(model, modules.hooked)))
+            wired.budget = RecompileBudget(hooked_instances_per_class(model, modules.hooked))
             if not modules.entries and not self.config.records_apis and not custom_targets:
                 warnings.warn(f"graphprobe: start(): {_no_module_cause(model, self.config)}", RuntimeWarning,
                               stacklevel=2)
