@@ -120,11 +120,6 @@ class RecompileBudget:
                 setattr(config, option, ours)
                 self._set[option] = (user, ours)
 
-    @property
-    def raised(self) -> dict[str, tuple[int, int]]:
-        """The options raised: ``{name: (the user's value, ours)}``."""
-        return dict(self._set)
-
     def remove(self) -> None:
         """Puts back each limit this budget raised, unless someone changed it since."""
         config = torch._dynamo.config

@@ -30,8 +30,9 @@ class Divergence:
     ``same-values`` (an output the bench holds, bit for bit, as an earlier
     entry's output changed on the target; with ``unrecorded-input``, the
     same for a gradient a backward call received) and ``random`` (the entry
-    draws random numbers, dropout in training mode: the runs drew different
-    ones). ``row`` is the row
+    draws random numbers, dropout in training mode: unless both runs drew
+    the same ones, a fault there cannot be told from the draw). ``row`` is
+    the row
     that triggered (parameter, else output, else input); ``errors`` its
     scale-aware relative error per statistic (Max, Min, Mean, Norm), ``z``
     the largest of them over the noise floor ``floor`` of its dtype's table

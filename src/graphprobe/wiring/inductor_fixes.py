@@ -106,8 +106,8 @@ def _fix_atomic_add_scalar_index() -> bool:
         parallel_atomic = mode == "atomic_add" and (config.cpp.dynamic_threads or self.num_threads != 1)
         if not parallel_atomic or type(self) is not CppVecKernel:
             return original(self, name, index, value, mode)
-        index = self.rename_indexing(index)
-        if self._try_get_const_stride(index, self.itervars[self.tiling_idx]) != 0:
+        renamed = self.rename_indexing(index)
+        if self._try_get_const_stride(renamed, self.itervars[self.tiling_idx]) != 0:
             return original(self, name, index, value, mode)
         # The index is the same for every lane: upstream's code path with
         # the scalar index broadcast to a vector of indices.
@@ -116,7 +116,7 @@ def _fix_atomic_add_scalar_index() -> bool:
         var = self.args.output(name)
         dtype = V.graph.get_dtype(name)
         n_src, n_idx = self._get_num_vectors(dtype), self._get_num_vectors(torch.int64)
-        lanes = ops.index_expr(index, torch.int64).value
+        lanes = ops.index_expr(renamed, torch.int64).value
         if not lanes.is_vec:
             lanes = self.broadcast(lanes)
         tail = f", {cexpr_index(self.tail_size)}" if self.tail_size else ""
