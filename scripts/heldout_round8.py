@@ -8,9 +8,10 @@ scan), RecurrentGemma (RG-LRU recurrence beside local attention), Pegasus
 weight-normalised positional convolution), SEW-D (squeezed disentangled
 attention), PVT v2 (spatial-reduction attention, depthwise convolution in
 the MLP), FocalNet (focal modulation), BiT (weight-standardised
-convolutions, GroupNorm), CvT (convolutional projections with BatchNorm; depths 1, 2, 3: transformers
-4.57 indexes each stage's drop-path rates by the stage),
-PatchTST (patches of a time series, scaled by its own mean and std),
+convolutions, GroupNorm), CvT (convolutional projections with BatchNorm;
+depths 1, 2, 3: transformers 4.57 indexes each stage's drop-path rates by
+the stage), PatchTST (patches of a time series, scaled by its own mean and
+std),
 Nystromformer (landmark attention, an iterative pseudo-inverse), DBRX
 (MoE with fused expert weights).
 
@@ -164,7 +165,7 @@ def main(argv: list[str]) -> int:
         import real_model_training as T
         R3.register(BUILDERS, SITES, inputs_of)
         T.SWITCH_BACKEND = "inductor"
-        configs = [tuple(c.split(":")) for c in (argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix").split(",")]
+        configs = R3._pairs(argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix")
         R3.run_all(argv[1].split(","), configs, argv[2],
                    lambda name, dt, level, root: T.forward_faults(name, dt, level, root, ("swap", "sign")))
         return 0

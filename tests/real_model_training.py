@@ -71,10 +71,10 @@ LOSS = "square-mean"
 AUTOCAST: torch.dtype | None = None
 # Training steps in train mode (dropout, stochastic depth and BatchNorm's
 # batch statistics on), each run's step k seeded with 1000 + k (torch and
-# numpy) and
-# inductor's random numbers drawn as eager mode draws them
-# (torch._inductor.config.fallback_random): what a user comparing clean
-# training with dropout on must set up for the two runs to draw alike.
+# numpy), inductor's random numbers drawn as eager mode draws them
+# (torch._inductor.config.fallback_random) and compiled numpy draws taken
+# from numpy's generator: what a user comparing clean training with dropout
+# on must set up for the two runs to draw alike.
 TRAIN_MODE = False
 
 

@@ -18,9 +18,14 @@ import pytest
 import torch
 from torch import nn
 
+from compare_fixtures import entry
+from test_first_divergence_training import grad_entry, rec, run
+
 import graphprobe
 from graphprobe import AclGraphDumper
 from graphprobe.compare import compare
+
+BF16 = "torch.bfloat16"
 
 
 class _Net(nn.Module):
@@ -132,9 +137,6 @@ def _dropout_pair(p: float, scale: float) -> dict:
     """Dropout's forward (probability ``p``) and backward at bfloat16 (mix),
     the backward's output ``scale`` x its input where the mask keeps an
     element."""
-    from compare_fixtures import entry
-    from test_first_divergence_training import grad_entry, rec
-
     g = torch.Generator().manual_seed(5)
     x = torch.randn(4, 64, dtype=torch.float64, generator=g)
     grad = torch.randn(4, 64, dtype=torch.float64, generator=g) * 1e-3
@@ -149,25 +151,18 @@ def _dropout_pair(p: float, scale: float) -> dict:
             "Functional.dropout.0.backward": grad_entry([rec(grad, BF16)], [rec(bf16(grad * keep * scale), BF16)])}
 
 
-BF16 = "torch.bfloat16"
-
-
 @pytest.mark.parametrize("p", [0.1, 0.15])
 def test_dropout_backward_with_its_scale_rounded_on_one_side_is_silent(tmp_path: Path, p: float) -> None:
     # Eager bfloat16 multiplies by 1/(1-p) rounded to bfloat16, inductor by
     # 1/(1-p) in float32: every kept element apart by that rounding (p 0.1:
     # 1.1111 against 1.109375, 0.16 %; p 0.15: 1.17647 against 1.1796875,
     # 0.27 %, beyond the bfloat16 floor of 0.2 %).
-    from test_first_divergence_training import run
-
     rounded = float(torch.tensor(1 / (1 - p), dtype=torch.bfloat16))
     o = run(tmp_path, _dropout_pair(p, 1 / (1 - p)), _dropout_pair(p, rounded))
     assert o.divergence is None, o.divergence.message
 
 
 def test_dropout_backward_scaled_beyond_half_an_ulp_is_named(tmp_path: Path) -> None:
-    from test_first_divergence_training import run
-
     rounded = float(torch.tensor(1 / 0.85, dtype=torch.bfloat16))
     o = run(tmp_path, _dropout_pair(0.15, rounded * 1.01), _dropout_pair(0.15, rounded))
     assert o.first_divergence == "Functional.dropout.0.backward", o.divergence

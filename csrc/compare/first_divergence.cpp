@@ -1125,6 +1125,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     const double in_sketch = in_own[kSketchClass];
     const std::string& name = target.entries[entry];
     const bool backward = name.find(".backward") != std::string::npos;
+    // Dropout's backward and its kin (the scale rule below): asked once per
+    // backward entry, not per row and class.
+    const bool random_backward = backward && draws_random(name);
     // In a backward call an output element is a sum over the tokens or the
     // features of products with the incoming gradient (a norm's gradient for
     // its rsqrt: 32 products per element): its error relative to the RMS
@@ -1392,7 +1395,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           // Sketch by an ulp (the scale's half, and each side rounding its
           // own products: p 0.15, 1.17647 against 1.1796875, moved the
           // Sketch 0.71 %); a scale fault beyond them is still named.
-          if ((c == kAggregateClass || c == kSketchClass) && backward && draws_random(name) &&
+          if ((c == kAggregateClass || c == kSketchClass) && random_backward &&
               !exceeds(ec[i][c], 1.0, (c == kSketchClass ? 1.0 : 0.5) * table[floor_index[i]].element, fl(i, c)))
             continue;
           double judged_e = ec[i][c];
