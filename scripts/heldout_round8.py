@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -147,6 +148,17 @@ def inputs_of(name: str):
     return rm._token_inputs if name in NO_CACHE else rm._bert_inputs
 
 
+def invisible(names: list[str], out: str, configs: str, builders: dict, sites: dict, inputs: Any) -> int:
+    """The ``invisible`` part: round six's swap and sign faults at ``sites``
+    of ``names``, against inductor, for each DTYPE:LEVEL of ``configs``."""
+    import real_model_training as T
+    R3.register(builders, sites, inputs)
+    T.SWITCH_BACKEND = "inductor"
+    R3.run_all(names, R3._pairs(configs), out,
+               lambda name, dt, level, root: T.forward_faults(name, dt, level, root, ("swap", "sign")))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Runs the part of ``argv`` (the usage above)."""
     if argv[:1] == ["trainmode"]:
@@ -162,13 +174,8 @@ def main(argv: list[str]) -> int:
         every = {n: a.build for n, a in T.F.ARCHS.items()}
         return R3.main(["clean", *argv[1:]], every, SITES, lambda n: T.F.ARCHS[n].inputs, __doc__)
     if argv[:1] == ["invisible"] and len(argv) >= 3:
-        import real_model_training as T
-        R3.register(BUILDERS, SITES, inputs_of)
-        T.SWITCH_BACKEND = "inductor"
-        configs = R3._pairs(argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix")
-        R3.run_all(argv[1].split(","), configs, argv[2],
-                   lambda name, dt, level, root: T.forward_faults(name, dt, level, root, ("swap", "sign")))
-        return 0
+        return invisible(argv[1].split(","), argv[2], argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix",
+                         BUILDERS, SITES, inputs_of)
     if argv[:1] in (["clean"], ["faults"]):
         return R3.main(argv, BUILDERS, SITES, inputs_of, __doc__)
     print(__doc__)

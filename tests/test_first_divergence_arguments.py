@@ -69,3 +69,60 @@ def test_another_flag_with_the_same_data_but_no_recorded_output_is_named(tmp_pat
         return {"Tensor.clamp_.0.forward": entry([rec(Q, F32)], [], {"inplace": {"type": "bool", "value": flag}})}
     o = run(tmp_path, call(False), call(True))
     assert o.first_divergence == "Tensor.clamp_.0.forward"
+
+
+# -- a tensor argument of another shape ----------------------------------------------
+
+def masked_attention(mask: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """Attention with an additive mask whose last dimension may be wider than
+    the keys (the extra columns are sliced off inside, as transformers'
+    attention does with ``mask[:, :, :, : key.shape[-2]]``)."""
+    s = (Q @ K.transpose(-1, -2)) / math.sqrt(Q.shape[-1]) * scale + mask[..., : K.shape[-2]]
+    return torch.softmax(s, dim=-1) @ V
+
+
+def additive_mask(columns: int) -> torch.Tensor:
+    """The causal mask as an additive float mask, ``columns`` wide: under
+    torch.compile transformers' UMT5 builds it one column wider than eager
+    does ([1, 1, 6, 7] against [1, 1, 6, 6]), that column masked."""
+    m = torch.full((1, 1, 8, columns), torch.finfo(torch.float32).min, dtype=torch.float64)
+    m[..., :8] = torch.where(CAUSAL, 0.0, torch.finfo(torch.float32).min)
+    return m
+
+
+def attention_module(out: torch.Tensor, mask: torch.Tensor) -> dict[str, Any]:
+    """L0: the attention module, handed the hidden states and the mask."""
+    return {"Module.decoder.attn.Attention.forward.0":
+            entry([rec(Q, F32)], [rec(out, F32)], {"attention_mask": rec(mask, F32)}),
+            "Module.decoder.out.Linear.forward.0": entry([rec(out, F32)], [rec(out * 2, F32)])}
+
+
+def test_a_mask_of_another_shape_to_the_same_result_is_no_divergence(tmp_path: Path) -> None:
+    # Failed before: "input attention_mask: shape differs: [1, 1, 8, 9] vs [1, 1, 8, 8]".
+    wide, narrow = additive_mask(9), additive_mask(8)
+    eager, compiled = masked_attention(narrow), masked_attention(wide)
+    assert torch.equal(eager, compiled)
+    o = run(tmp_path, attention_module(compiled, wide), attention_module(eager, narrow))
+    assert o.first_divergence is None, o.divergence.message if o.divergence else None
+    assert o.arguments_without_effect == (
+        "Module.decoder.attn.Attention.forward.0 input attention_mask: shape [1, 1, 8, 9] vs [1, 1, 8, 8]",)
+
+
+def test_a_mask_of_another_shape_to_another_result_is_named_at_the_call(tmp_path: Path) -> None:
+    wide, narrow = additive_mask(9), additive_mask(8)
+    eager, compiled = masked_attention(narrow), masked_attention(wide, scale=1.001)
+    assert float((compiled - eager).norm() / eager.norm()) > 1e-4
+    o = run(tmp_path, attention_module(compiled, wide), attention_module(eager, narrow))
+    assert o.first_divergence == "Module.decoder.attn.Attention.forward.0"
+    assert "attention_mask" in o.divergence.message and "shape" in o.divergence.message, o.divergence.message
+    assert o.arguments_without_effect == ()
+
+
+def test_a_tensor_of_another_dtype_is_still_a_hard_difference(tmp_path: Path) -> None:
+    # Only the shape is taken as the way a call was made; another dtype is data that changed.
+    narrow = additive_mask(8)
+    out = masked_attention(narrow)
+    target = attention_module(out, narrow)
+    target["Module.decoder.attn.Attention.forward.0"]["input_kwargs"]["attention_mask"]["dtype"] = "torch.float16"
+    o = run(tmp_path, target, attention_module(out, narrow))
+    assert o.first_divergence == "Module.decoder.attn.Attention.forward.0"

@@ -780,14 +780,21 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     }
 
   // A non-tensor input (a Python bool, int, string or float argument) that
-  // differs beyond its floor. Not data: it explains nothing downstream by
-  // its size (a flag that differs has an infinite error), it says the call
-  // was made differently -- which matters only where the call's result
-  // differs too (pass 2).
+  // differs beyond its floor, or a tensor input of another shape (same
+  // dtype). Not data: it explains nothing downstream by its size (a flag
+  // that differs, a shape, has an infinite error), it says the call was made
+  // differently -- which matters only where the call's result differs too
+  // (pass 2). Under torch.compile transformers' UMT5 hands its decoder's
+  // attention a causal mask one column wider ([1, 1, 6, 7] against eager's
+  // [1, 1, 6, 6]), whose extra column is masked: the attention's output
+  // agreed within float32 rounding, and the clean pair was named there.
   auto argument_differs = [&](size_t i) {
     if (rows[i].match != MatchKind::kMatched || !rows[i].z || *rows[i].z <= 1 || parameter(i)) return false;
     const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-    return t.role == Role::kInput && !t.is_tensor && !bench.rows[static_cast<size_t>(rows[i].bench)].is_tensor;
+    const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+    if (t.role != Role::kInput) return false;
+    if (!t.is_tensor && !b.is_tensor) return true;
+    return t.is_tensor && b.is_tensor && t.dtype == b.dtype && t.shape != b.shape;
   };
 
   // The module call that encloses the forward module call at range k: the
@@ -1632,8 +1639,10 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         for (const size_t i : arguments) {
           const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
           const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+          const std::string what = t.is_tensor ? "shape " + shape_str(t.shape) + " vs " + shape_str(b.shape)
+                                               : stat_str(t, kStatMax) + " vs " + stat_str(b, kStatMax);
           result.arguments_without_effect.push_back(target.entries[entry] + " " + row_label(t, target.entries) +
-                                                    ": " + stat_str(t, kStatMax) + " vs " + stat_str(b, kStatMax));
+                                                    ": " + what);
           result.argument_without_effect[i] = true;
         }
       } else {
