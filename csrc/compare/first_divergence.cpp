@@ -983,9 +983,25 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     size_t par_row = begin;
     double par_z = 0;
     double own_drift = 0;  // the largest Sketch-class e of the entry's drifting parameters
-    // The entry's non-tensor arguments that differ beyond their floor (a
-    // flag, a size, a Python float): weighed after the outputs, not as data
-    // (argument_differs below).
+    // An integer/bool record changed (a flipped mask, a routed index; here
+    // or in an earlier entry): a tensor whose shape follows it
+    // (torch.where(mask), x[mask], the tokens an expert receives) differs in
+    // shape for that recorded reason -- explained, like a flipped integer
+    // output, and no part of U (its error is infinite).
+    bool discrete_input_changed = false;
+    for (size_t i = begin; i < end; ++i)
+      if (discrete[i] && rows[i].z && *rows[i].z > 0 &&
+          target.rows[static_cast<size_t>(rows[i].target)].role == Role::kInput)
+        discrete_input_changed = true;
+    auto shape_follows_changed_input = [&](size_t i) {
+      if (!(discrete_input_changed || discrete_output_differed) || !rows[i].z) return false;
+      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+      const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+      return t.is_tensor && b.is_tensor && t.dtype == b.dtype && t.shape != b.shape;
+    };
+    // The entry's arguments that differ beyond their floor (a flag, a size,
+    // a Python float, a tensor's shape): weighed after the outputs, not as
+    // data (argument_differs above).
     std::vector<size_t> arguments;
     for (size_t i = begin; i < end; ++i) {
       const CompareRow& r = rows[i];
@@ -1001,7 +1017,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
         if (t.is_tensor && bench.rows[static_cast<size_t>(r.bench)].is_tensor) ++tensor_outputs;
         continue;
       }
-      if (argument_differs(i)) {
+      // A tensor of another shape that follows a changed integer record is
+      // data the flip explains (below), not the way the call was made.
+      if (argument_differs(i) && !shape_follows_changed_input(i)) {
         arguments.push_back(i);
         continue;
       }
@@ -1048,22 +1066,6 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     const bool inputs_within_floor = !inputs_unknown && in.any_z() <= 1 && par.any_z() <= 1 &&
                                      max2(in.e) <= kIntegerFlipInputs && max2(par.e) <= kIntegerFlipInputs;
     const bool inputs_exact = !inputs_unknown && in.any_z() == 0 && par.any_z() == 0;
-    // An integer/bool record changed (a flipped mask, a routed index; here
-    // or in an earlier entry): a tensor whose shape follows it
-    // (torch.where(mask), x[mask], the tokens an expert receives) differs in
-    // shape for that recorded reason -- explained, like a flipped integer
-    // output, and no part of U (its error is infinite).
-    bool discrete_input_changed = false;
-    for (size_t i = begin; i < end; ++i)
-      if (discrete[i] && rows[i].z && *rows[i].z > 0 &&
-          target.rows[static_cast<size_t>(rows[i].target)].role == Role::kInput)
-        discrete_input_changed = true;
-    auto shape_follows_changed_input = [&](size_t i) {
-      if (!(discrete_input_changed || discrete_output_differed) || !rows[i].z) return false;
-      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-      const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
-      return t.is_tensor && b.is_tensor && t.dtype == b.dtype && t.shape != b.shape;
-    };
     for (size_t i = begin; i < end; ++i)
       if (shape_follows_changed_input(i)) result.follows_flip[i] = true;
     if (inputs_exact)
