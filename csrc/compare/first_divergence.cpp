@@ -759,7 +759,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // The running statistics a batch normalisation in training mode only
   // updates (running_statistics.h): no cause, and nothing they carry reaches
   // its outputs. Their rows keep their z for the CSV.
-  const std::vector<bool> unused_running = unused_running_statistics(result);
+  const std::vector<bool> unused_running = unused_running_statistics(result, ranges);
   for (size_t i = 0; i < rows.size(); ++i)
     if (unused_running[i]) ec[i] = zc[i] = ClassZ{0.0, 0.0, 0.0};
   result.parameter_rows = params;
@@ -788,13 +788,18 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
   // attention a causal mask one column wider ([1, 1, 6, 7] against eager's
   // [1, 1, 6, 6]), whose extra column is masked: the attention's output
   // agreed within float32 rounding, and the clean pair was named there.
+  // A matched row whose two records are tensors of one dtype and another shape.
+  auto shape_alone_differs = [&](size_t i) {
+    const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
+    const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
+    return t.is_tensor && b.is_tensor && t.dtype == b.dtype && t.shape != b.shape;
+  };
   auto argument_differs = [&](size_t i) {
     if (rows[i].match != MatchKind::kMatched || !rows[i].z || *rows[i].z <= 1 || parameter(i)) return false;
     const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-    const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
     if (t.role != Role::kInput) return false;
-    if (!t.is_tensor && !b.is_tensor) return true;
-    return t.is_tensor && b.is_tensor && t.dtype == b.dtype && t.shape != b.shape;
+    if (!t.is_tensor && !bench.rows[static_cast<size_t>(rows[i].bench)].is_tensor) return true;
+    return shape_alone_differs(i);
   };
 
   // The module call that encloses the forward module call at range k: the
@@ -994,10 +999,7 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           target.rows[static_cast<size_t>(rows[i].target)].role == Role::kInput)
         discrete_input_changed = true;
     auto shape_follows_changed_input = [&](size_t i) {
-      if (!(discrete_input_changed || discrete_output_differed) || !rows[i].z) return false;
-      const TensorRecord& t = target.rows[static_cast<size_t>(rows[i].target)];
-      const TensorRecord& b = bench.rows[static_cast<size_t>(rows[i].bench)];
-      return t.is_tensor && b.is_tensor && t.dtype == b.dtype && t.shape != b.shape;
+      return (discrete_input_changed || discrete_output_differed) && rows[i].z && shape_alone_differs(i);
     };
     // The entry's arguments that differ beyond their floor (a flag, a size,
     // a Python float, a tensor's shape): weighed after the outputs, not as

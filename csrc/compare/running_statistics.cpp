@@ -2,8 +2,6 @@
 
 #include <string_view>
 
-#include "compare/entry_ranges.h"
-
 namespace graphprobe::compare {
 namespace {
 
@@ -51,11 +49,12 @@ bool flag_true(const TensorRecord& r) {
 
 }  // namespace
 
-std::vector<bool> unused_running_statistics(const CompareResult& result) {
+std::vector<bool> unused_running_statistics(const CompareResult& result,
+                                            const std::vector<std::pair<size_t, size_t>>& ranges) {
   const auto& rows = result.rows;
   const auto& entries = result.target.entries;
   std::vector<bool> out(rows.size(), false);
-  for (const auto& [begin, end] : entry_ranges(result.target, rows)) {
+  for (const auto& [begin, end] : ranges) {
     const RunningStatisticsApi* api =
         api_of(entries[result.target.rows[static_cast<size_t>(rows[begin].target)].entry]);
     if (!api) continue;

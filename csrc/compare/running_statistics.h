@@ -12,6 +12,8 @@
 // recorded" before the call. It is neither a cause of the call nor an
 // explanation of its outputs (docs/formats.md, "Running statistics").
 
+#include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "compare/result.h"
@@ -24,6 +26,8 @@ namespace graphprobe::compare {
 // 2) with `training` (position 5) true, torch.batch_norm's (positions 3, 4,
 // `training` 5), F.instance_norm's (1, 2) with `use_input_stats` (5, default
 // true). A flag not recorded counts as its default (F.batch_norm: false).
-std::vector<bool> unused_running_statistics(const CompareResult& result);
+// `ranges`: result.rows' entry ranges (entry_ranges.h), which the caller holds.
+std::vector<bool> unused_running_statistics(const CompareResult& result,
+                                            const std::vector<std::pair<size_t, size_t>>& ranges);
 
 }  // namespace graphprobe::compare

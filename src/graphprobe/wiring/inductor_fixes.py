@@ -59,6 +59,14 @@ def _torch_before(major: int, minor: int) -> bool:
         return False  # a version we cannot read: leave inductor as it is
 
 
+def _parallel_atomic_add(kernel: Any, mode: Any) -> bool:
+    """Whether ``CppVecKernel.store`` takes its parallel ``atomic_add`` path
+    for this store (the condition both fixes below hook into)."""
+    from torch._inductor import config
+
+    return mode == "atomic_add" and bool(config.cpp.dynamic_threads or kernel.num_threads != 1)
+
+
 def _fix_tile2d_atomic_add() -> bool:
     if not _torch_before(2, 14):
         return False
@@ -77,8 +85,7 @@ def _fix_tile2d_atomic_add() -> bool:
         # The parallel atomic_add path of CppVecKernel.store turns the index
         # into a value with ops.index_expr, which applies transform_indexing
         # itself: hand it the untransformed index (pytorch#191861).
-        parallel_atomic = mode == "atomic_add" and (config.cpp.dynamic_threads or self.num_threads != 1)
-        if parallel_atomic and not self.need_vec_transpose(self.rename_indexing(index)):
+        if _parallel_atomic_add(self, mode) and not self.need_vec_transpose(self.rename_indexing(index)):
             return CppVecKernel.store(self, name, index, value, mode)
         return original(self, name, index, value, mode)
 
@@ -103,8 +110,7 @@ def _fix_atomic_add_scalar_index() -> bool:
     def store(self: Any, name: str, index: Any, value: Any, mode: Any = None) -> Any:
         # Only CppVecKernel itself: the 2-D tiled kernel transforms its
         # indices in index_expr (the fix above) and is left as it is.
-        parallel_atomic = mode == "atomic_add" and (config.cpp.dynamic_threads or self.num_threads != 1)
-        if not parallel_atomic or type(self) is not CppVecKernel:
+        if not _parallel_atomic_add(self, mode) or type(self) is not CppVecKernel:
             return original(self, name, index, value, mode)
         renamed = self.rename_indexing(index)
         if self._try_get_const_stride(renamed, self.itervars[self.tiling_idx]) != 0:
