@@ -177,8 +177,10 @@ def test_after_an_update_a_drifted_weight_explains_its_outputs_extremes(tmp_path
 
 
 def test_before_any_update_the_same_output_is_named(tmp_path: Path) -> None:
-    # At step 0 nothing drifted: the weight's Mean and Norm within their
-    # floor, the output's Max beyond R x what the call received.
+    # At step 0 nothing drifted: the weight, whose Sketch alone moved, is a
+    # cause (both runs were given the same parameters), and the output's Max
+    # is beyond R x what the call received.
     o = run(tmp_path, step1(W_T), step1(W), step=0)
     assert o.first_divergence == "Module.fc.Linear.forward.0", o.divergence
-    assert o.divergence.kinds == ("output",) and o.divergence.message.startswith("output 0: Max")
+    assert o.divergence.kinds == ("parameter", "output"), o.divergence
+    assert "parameter `weight` differs: Sketch" in o.divergence.message, o.divergence.message
