@@ -130,7 +130,7 @@ std::vector<double> expected_rms_from_producers(const CompareResult& result, dou
   struct Sibling {
     size_t range;
     double rms;
-    const std::vector<int64_t>* shape;
+    const Shape* shape;
   };
   std::unordered_map<std::string, std::vector<Sibling>> siblings;
   bool siblings_filled = false;

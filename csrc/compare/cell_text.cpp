@@ -39,13 +39,13 @@ bool same_shape(const TensorRecord& a, const TensorRecord& b) {
 
 bool shape_is_scalar(const TensorRecord& r) { return r.shape_text.empty() ? r.shape.empty() : r.shape_text == "[]"; }
 
-std::string shape_str(const std::vector<int64_t>& s) {
+std::string shape_str(const Shape& s) {
   std::string out;
   append_shape(out, s);
   return out;
 }
 
-void append_shape(std::string& out, const std::vector<int64_t>& s) {
+void append_shape(std::string& out, const Shape& s) {
   out.push_back('[');
   for (size_t i = 0; i < s.size(); ++i) {
     if (i) out += ", ";

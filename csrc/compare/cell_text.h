@@ -17,8 +17,8 @@ std::string format_number(double v);
 void append_number(std::string& out, double v);
 
 // [2, 8, 64], as msprobe writes shapes in its CSV and messages.
-std::string shape_str(const std::vector<int64_t>& s);
-void append_shape(std::string& out, const std::vector<int64_t>& s);
+std::string shape_str(const Shape& s);
+void append_shape(std::string& out, const Shape& s);
 
 // The record's shape as msprobe shows it: shape_text when set, else shape_str.
 std::string shape_of(const TensorRecord& r);

@@ -220,7 +220,7 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
     out.push_back('\n');  // pandas (msprobe) writes \n; csv readers accept it
     first = true;
   };
-  auto text_cell = [&](bool has, const std::string& v) {
+  auto text_cell = [&](bool has, std::string_view v) {
     // Most names and dtypes are plain (csv_text leaves them as they are and
     // they need no quotes): appended without the copies csv_text makes.
     if (has && plain_text(v)) {
@@ -240,7 +240,7 @@ void render_rows(const CompareResult& result, size_t begin, size_t end, std::str
   };
   // The last shape's cell, kept: a row's two shapes are mostly alike, and
   // so are the rows of one layer after another.
-  std::vector<int64_t> last_shape;
+  Shape last_shape;  // a view into the dump, which outlives the CSV
   std::string last_shape_cell;
   auto shape_cell = [&](bool has, const TensorRecord& r) {
     if (!has || !r.shape_text.empty()) return cell(has ? shape_of(r) : kNA);

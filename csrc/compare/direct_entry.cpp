@@ -212,7 +212,7 @@ bool DirectEntryReader::node(size_t depth) {
       if (!literal("null")) return false;
       // msprobe's default item: a null where a value was expected.
       TensorRecord& r = dump_.rows.emplace_back();
-      r.name = name_;
+      r.name = dump_.arena->keep(name_);
       r.entry = entry_;
       r.role = role_;
       r.is_tensor = false;
@@ -411,13 +411,13 @@ bool DirectEntryReader::record() {
   if (!(seen & (1u << kKeyDtype)) || !(seen & (1u << kKeyShape))) return false;
   saw_tensor_ = true;
   TensorRecord& r = dump_.rows.emplace_back();
-  r.name = name_;
+  r.name = dump_.arena->keep(name_);
   r.entry = entry_;
   r.role = role_;
   r.requires_grad = requires_grad;
   r.kinds = kinds;
   r.dtype.assign(dtype);
-  r.shape.assign(shape_.begin(), shape_.end());
+  r.shape = dump_.arena->keep(shape_);
   r.stats = stats;
   if (has_data_name) r.data_name = std::string(data_name);
   if (has_sketch) {

@@ -151,7 +151,7 @@ class Walker final : public SubtreeRows {
 
   TensorRecord record(const std::string& name) const {
     TensorRecord r;
-    r.name = name;
+    r.name = dump_.arena->keep(name);
     r.entry = entry_;
     r.role = role_;
     return r;
@@ -209,11 +209,13 @@ class Walker final : public SubtreeRows {
     if (type == "torch.Size") {
       r.dtype = type;
       if (!value || !value->is_array()) fail(path.field("value"), "expected a list of sizes");
+      std::vector<int64_t> sizes;
       for (size_t i = 0; i < value->items().size(); ++i) {
         const Value& d = value->items()[i];
         if (!d.is_integer_literal()) fail(path.field("value").at(i), "expected an integer");
-        r.shape.push_back(static_cast<int64_t>(d.as_number()));
+        sizes.push_back(static_cast<int64_t>(d.as_number()));
       }
+      r.shape = dump_.arena->keep(sizes);
       value_stats(r, nullptr);
     } else if (type == "slice") {
       r.dtype = type;
@@ -258,12 +260,15 @@ class Walker final : public SubtreeRows {
     const Value* shape = v.find(keys::kShape);
     if (!shape) fail(path, "tensor record without \"shape\"");
     if (!shape->is_array()) fail(path.field("shape"), std::string("expected a list, found ") + Value::kind_name(shape->kind()));
+    std::vector<int64_t> sizes;
+    sizes.reserve(shape->items().size());
     for (size_t i = 0; i < shape->items().size(); ++i) {
       const Value& d = shape->items()[i];
       if (!d.is_integer_literal() || d.as_number() < 0 || d.as_number() > 9.0e18)
         fail(path.field("shape").at(i), "expected a non-negative integer");
-      r.shape.push_back(static_cast<int64_t>(d.as_number()));
+      sizes.push_back(static_cast<int64_t>(d.as_number()));
     }
+    r.shape = dump_.arena->keep(sizes);
 
     if (const Value* rg = v.find(keys::kRequiresGrad); rg && !rg->is_null()) {
       if (!rg->is_bool()) fail(path.field("requires_grad"), std::string("expected true or false, found ") + Value::kind_name(rg->kind()));

@@ -18,6 +18,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "compare/checksums.h"
+#include "compare/record_arena.h"
 #include "compare/opt_double.h"
 #include "compare/rare_string.h"
 
@@ -67,7 +69,7 @@ inline double sketch_distance(const std::array<double, 4>& a, const std::array<d
 }
 
 struct TensorRecord {
-  std::string name;    // "{entry}.output.0"
+  std::string_view name;  // "{entry}.output.0", held by its Dump's RecordArena
   uint32_t entry = 0;  // index into Dump::entries
   Role role = Role::kInput;
   bool is_tensor = true;  // a record with a "dtype" (tensors, numpy arrays)
@@ -81,7 +83,7 @@ struct TensorRecord {
   // "torch.float32"; "<class 'int'>" for non-tensor values; "N/A" for null
   // placeholders.
   std::string dtype;
-  std::vector<int64_t> shape;
+  Shape shape;  // held by its Dump's RecordArena
   // Replaces shape in the CSV and in comparisons when set: "N/A" for null
   // placeholders, "(3,)" for slices.
   RareString shape_text;
@@ -102,6 +104,9 @@ struct Dump {
   std::string task;                  // top-level "task" ("statistics", "tensor"); empty if absent
   std::vector<std::string> entries;  // execution order
   std::vector<TensorRecord> rows;    // execution order
+  // The rows' names and shapes (TensorRecord views them): shared, so that a
+  // copy of the dump keeps them alive with its records.
+  std::shared_ptr<RecordArena> arena = std::make_shared<RecordArena>();
   // The "Sketch" values of the rows that have one (TensorRecord::sketch):
   // kept beside the rows, so that dumps without them cost nothing.
   std::vector<std::array<double, 4>> sketches;

@@ -331,7 +331,7 @@ ProductNorms product_factor_norm(const TensorRecord& x, const TensorRecord& c) {
   p.whole = p.matrix = std::fabs(*norm);
   const auto mx = numeric(x, kStatMax), mn = numeric(x, kStatMin);
   if (!x.shape_text.empty() || !c.shape_text.empty() || !mx || !mn) return p;
-  auto matrices = [](const std::vector<int64_t>& shape) {
+  auto matrices = [](const Shape& shape) {
     double n = 1;
     for (size_t d = 0; d + 2 < shape.size(); ++d) n *= static_cast<double>(shape[d]);
     return n;

@@ -20,11 +20,11 @@ enum class Ignore : uint8_t { kNone, kInputs, kAll };
 
 // msprobe's get_api_ignore_info: the second name component of the entry's
 // first input row.
-Ignore ignore_of(const std::string& first_input) {
+Ignore ignore_of(std::string_view first_input) {
   const size_t a = first_input.find('.');
-  if (a == std::string::npos) return Ignore::kNone;
+  if (a == std::string_view::npos) return Ignore::kNone;
   const size_t b = first_input.find('.', a + 1);
-  const std::string api = first_input.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  const std::string_view api = first_input.substr(a + 1, b == std::string_view::npos ? std::string_view::npos : b - a - 1);
   for (const char* n : {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
                         "new_empty", "empty_strided"})
     if (api == n) return Ignore::kAll;

@@ -13,11 +13,12 @@ namespace {
 
 void run_all() {
   std::vector<gc::TensorRecord> records;
+  gc::RecordArena arena;  // holds the records' sizes, as a Dump's does
   const std::vector<std::vector<int64_t>> shapes = {
       {}, {0}, {1}, {8}, {8, 4096}, {4096, 8}, {8, 4096, 1}, {-1}, {1, 1}, {10}, {1, 0}, {123456789012LL}};
   for (const auto& s : shapes) {
     gc::TensorRecord r;
-    r.shape = s;
+    r.shape = arena.keep(s);
     records.push_back(r);
   }
   // Shape texts: they replace the sizes, including ones that read like a
@@ -27,7 +28,7 @@ void run_all() {
     r.shape_text = text;
     records.push_back(r);
     gc::TensorRecord with_sizes;  // a text with sizes beside it: the text counts
-    with_sizes.shape = {8, 4096};
+    with_sizes.shape = arena.keep({8, 4096});
     with_sizes.shape_text = text;
     records.push_back(with_sizes);
   }

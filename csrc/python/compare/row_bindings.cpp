@@ -108,8 +108,8 @@ void bind_row(py::module_& m) {
                              "otherwise.")
       .def_property_readonly("target_dtype", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.dtype; }); })
       .def_property_readonly("bench_dtype", [](const RowView& v) { return side(v.bench(), [](auto& r) { return r.dtype; }); })
-      .def_property_readonly("target_shape", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.shape; }); })
-      .def_property_readonly("bench_shape", [](const RowView& v) { return side(v.bench(), [](auto& r) { return r.shape; }); })
+      .def_property_readonly("target_shape", [](const RowView& v) { return side(v.target(), [](auto& r) { return r.shape.to_vector(); }); })
+      .def_property_readonly("bench_shape", [](const RowView& v) { return side(v.bench(), [](auto& r) { return r.shape.to_vector(); }); })
       .def_property_readonly("target_stats", [](const RowView& v) { return side(v.target(), [](auto& r) { return stat_tuple(r.stats); }); })
       .def_property_readonly("bench_stats", [](const RowView& v) { return side(v.bench(), [](auto& r) { return stat_tuple(r.stats); }); })
       .def_property_readonly("diff", [](const RowView& v) { return stat_tuple(v.row().metrics.diff); }, "target - bench")
@@ -130,7 +130,7 @@ void bind_row(py::module_& m) {
                              },
                              metrics_doc.c_str())
       .def("__repr__", [](const RowView& v) {
-        return "<Row " + v.any().name + " " + verdict_name(v.row().verdict) + ">";
+        return "<Row " + std::string(v.any().name) + " " + verdict_name(v.row().verdict) + ">";
       });
 
 }
