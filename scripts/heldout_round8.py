@@ -159,6 +159,23 @@ def invisible(names: list[str], out: str, configs: str, builders: dict, sites: d
     return 0
 
 
+def run_parts(argv: list[str], builders: dict, sites: dict, inputs_of, doc: str) -> int:  # noqa: ANN001
+    """Runs a later round's part of ``argv`` (clean, faults, trainmode,
+    invisible: this round's usage) on that round's ``builders``."""
+    if argv[:1] == ["trainmode"]:
+        import real_model_training as T
+        T.TRAIN_MODE = True
+        R3.register(builders, sites, inputs_of)
+        return R3.main(["clean", *argv[1:]], builders, sites, inputs_of, doc)
+    if argv[:1] == ["invisible"] and len(argv) >= 3:
+        return invisible(argv[1].split(","), argv[2], argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix",
+                         builders, sites, inputs_of)
+    if argv[:1] in (["clean"], ["faults"]):
+        return R3.main(argv, builders, sites, inputs_of, doc)
+    print(doc)
+    return 2
+
+
 def main(argv: list[str]) -> int:
     """Runs the part of ``argv`` (the usage above)."""
     if argv[:1] == ["trainmode"]:
@@ -173,13 +190,7 @@ def main(argv: list[str]) -> int:
         R3.register(BUILDERS, SITES, inputs_of)
         every = {n: a.build for n, a in T.F.ARCHS.items()}
         return R3.main(["clean", *argv[1:]], every, SITES, lambda n: T.F.ARCHS[n].inputs, __doc__)
-    if argv[:1] == ["invisible"] and len(argv) >= 3:
-        return invisible(argv[1].split(","), argv[2], argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix",
-                         BUILDERS, SITES, inputs_of)
-    if argv[:1] in (["clean"], ["faults"]):
-        return R3.main(argv, BUILDERS, SITES, inputs_of, __doc__)
-    print(__doc__)
-    return 2
+    return run_parts(argv, BUILDERS, SITES, inputs_of, __doc__)
 
 
 if __name__ == "__main__":

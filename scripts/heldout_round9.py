@@ -126,18 +126,7 @@ def inputs_of(name: str):
 
 def main(argv: list[str]) -> int:
     """Runs the part of ``argv`` (the usage above)."""
-    if argv[:1] == ["trainmode"]:
-        import real_model_training as T
-        T.TRAIN_MODE = True
-        R3.register(BUILDERS, SITES, inputs_of)
-        return R3.main(["clean", *argv[1:]], BUILDERS, SITES, inputs_of, __doc__)
-    if argv[:1] == ["invisible"] and len(argv) >= 3:
-        return R8.invisible(argv[1].split(","), argv[2], argv[3] if len(argv) > 3 else "fp32:L0,bf16:mix",
-                            BUILDERS, SITES, inputs_of)
-    if argv[:1] in (["clean"], ["faults"]):
-        return R3.main(argv, BUILDERS, SITES, inputs_of, __doc__)
-    print(__doc__)
-    return 2
+    return R8.run_parts(argv, BUILDERS, SITES, inputs_of, __doc__)
 
 
 if __name__ == "__main__":
