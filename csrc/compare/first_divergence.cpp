@@ -294,14 +294,13 @@ bool elementwise_sum(std::string_view name) {
 }
 
 // A map whose outputs' errors its inputs' relative L2 errors bound
-// (docs/formats.md, "Products and sums"): a product of two tensors
-// (torch.matmul, @, bmm, mm), |d(AB)| <= |dA| |B| + |A| |dB| in L2 whatever
-// the shapes and broadcasting (Cauchy-Schwarz per output element, summed);
-// a sum or mean of one tensor over m elements an output, |d sum| <= sqrt(m)
-// |dx|.
-// A convolution of x with weights of k taps (C_out filters):
-// |d conv| <= sqrt(k) (|dx| M_w + |dw| |x|), M_w the largest Frobenius
-// norm of one filter (each input element meets at most k taps of it).
+// (docs/formats.md, "Products, convolutions and sums"): a product of two
+// tensors (torch.matmul, @, bmm, mm), |d(AB)| <= |dA| |B| + |A| |dB| in L2
+// whatever the shapes and broadcasting (Cauchy-Schwarz per output element,
+// summed); a convolution of x with weights of k taps, |d conv| <= sqrt(k)
+// (|dx| M_w + |dw| |x|), M_w the largest Frobenius norm of one filter (each
+// input element meets at most k taps of it); a sum or mean of one tensor
+// over m elements an output, |d sum| <= sqrt(m) |dx|.
 enum class BoundedMap { kNone, kProduct, kConvolution, kSum, kMean };
 BoundedMap bounded_map(std::string_view name) {
   if (name.substr(0, 7) == "Module.") return BoundedMap::kNone;
@@ -1456,11 +1455,11 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
     // that class -- its Norm for Mean, Norm and Sketch (|dMean| <= |d| /
     // sqrt(n)), the smaller of max(|Max|, RMS) and max(|Min|, RMS) for the
     // extremes (one element moves by at most |d|). 0 where it is not such a
-    // map or a Norm or Sketch is missing. Where the terms cancel, the output is far below
-    // that and the inputs' drift is amplified: a clean bfloat16 PatchTST
-    // step 1 had its attention scores q @ k^T 1.1 % apart by their Norm from
-    // queries and keys 0.44 % apart by their Sketch, under their floor,
-    // moved by the keys' bias after the update. Drift is no random noise: a
+    // map or a Norm or Sketch is missing. Where the terms cancel, the output
+    // is far below that and the inputs' drift is amplified: a clean bfloat16
+    // PatchTST step 1 had its attention scores q @ k^T 1.1 % apart by their
+    // Norm from queries and keys 0.44 % apart by their Sketch, under their
+    // floor, moved by the keys' bias after the update. Drift is no random noise: a
     // bias moved by the update shifts every key alike, and the bound is
     // reached. Before any update the inputs differ by rounding grown
     // upstream, of random direction, which a contraction does not amplify
@@ -1598,9 +1597,9 @@ void find_first_divergence(CompareResult& result, const Thresholds& th) {
           if (c == kAggregateClass && !backward && in_sketch_beyond() > 0 &&
               !exceeds(ec[i][c], 1.0, in_sketch_beyond(), fl(i, c)))
             continue;
-          // A product or a sum moves by at most its inputs' errors times how
-          // far its terms cancel (map_bound above), in every class: ratio 1,
-          // the bound holds to first order.
+          // After an update a product, convolution or sum moves by at most
+          // its inputs' drift times how far its terms cancel (map_bound
+          // above), in every class: ratio 1, the bound holds to first order.
           if (!exceeds(ec[i][c], 1.0, map_bound(i, c), fl(i, c))) continue;
           // A map of such data can amplify its relative L2 error (a
           // contraction whose terms partly cancel), and an output's Mean and
